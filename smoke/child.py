@@ -1,0 +1,355 @@
+"""The child: runs inside the gate's environment, in a process of its own.
+
+It exports a weightless model (``x + y``) and a weighted one (a seeded
+``nn.Linear``) through the row's delegate, checks what was written, loads the
+programs with their data files and compares them with eager PyTorch.
+
+It speaks to the parent only through the record file, JSON Lines, one object a
+line, flushed as it goes so that a crash loses nothing already decided:
+
+- ``{"kind": "facts", ...}``: versions of executorch, torch, Python; the device.
+- ``{"kind": "phase", "name": ..., "event": "start"|"end", "seconds": ...}``
+- ``{"kind": "check", "name", "status": "pass"|"fail"|"skip", "reason", "measured"}``
+- ``{"kind": "end"}``: the last line; without it the child did not finish.
+
+Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail-fast]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.results import CheckResult, Status, failed, passed, skipped
+from smoke.rows import ROWS, Row
+
+RTOL = 1e-4
+ATOL = 1e-5
+SEED = 0
+NEGATIVE_TIMEOUT_S = 300
+
+
+class FailFast(Exception):
+    pass
+
+
+class Recorder:
+    def __init__(self, path: Path, fail_fast: bool) -> None:
+        self.handle = open(path, "a", encoding="utf-8")
+        self.fail_fast = fail_fast
+
+    def write(self, **record: Any) -> None:
+        self.handle.write(json.dumps(record, default=str) + "\n")
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+
+    def check(self, result: CheckResult) -> CheckResult:
+        self.write(kind="check", **result.to_json())
+        if self.fail_fast and result.status is Status.FAIL:
+            raise FailFast
+        return result
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.monotonic()
+        self.write(kind="phase", name=name, event="start")
+        try:
+            yield
+        finally:
+            self.write(kind="phase", name=name, event="end", seconds=round(time.monotonic() - start, 3))
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}".rstrip(": ")
+
+
+# --- the models -----------------------------------------------------------------
+
+def models():
+    import torch
+
+    class Add(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    torch.manual_seed(SEED)
+    weighted = torch.nn.Linear(8, 4).eval()
+    return {
+        "weightless": (Add().eval(), (torch.randn(4, 8), torch.randn(4, 8))),
+        "weighted": (weighted, (torch.randn(2, 8),)),
+    }
+
+
+def weight_matrix_bytes(model) -> int:
+    weight = model.weight
+    return weight.numel() * weight.element_size()
+
+
+# --- export, one function per delegate ------------------------------------------
+
+def export_cuda(model, example, folder: Path) -> None:
+    import torch
+    from executorch.backends.cuda.cuda_backend import CudaBackend
+    from executorch.backends.cuda.cuda_partitioner import CudaPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    # The method-name compile spec works on every release; 1.2 and 1.3 reject an
+    # empty list ("Could not find method name in compile specs").
+    partitioner = CudaPartitioner([CudaBackend.generate_method_name_compile_spec("forward")])
+    program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[partitioner]).to_executorch()
+    (folder / "model.pte").write_bytes(program.buffer)
+    program.write_tensor_data_to_file(str(folder))
+
+
+def export_xnnpack(model, example, folder: Path) -> None:
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
+
+    # Tag every constant for the external data file named after the tag
+    # ("model" -> model.ptd), then export again so the tags reach the delegate.
+    module = torch.export.export(model, example).module()
+    delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda node: XNNPACK_DATA_TAG)
+    program = to_edge_transform_and_lower(torch.export.export(module, example), partitioner=[XnnpackPartitioner()]).to_executorch()
+    (folder / "model.pte").write_bytes(program.buffer)
+    program.write_tensor_data_to_file(str(folder))
+
+
+XNNPACK_DATA_TAG = "model"
+EXPORTERS: dict[str, Callable] = {"cuda": export_cuda, "xnnpack": export_xnnpack}
+
+
+# --- loading and running --------------------------------------------------------
+
+def registered_backends() -> list[str]:
+    from executorch.extension.pybindings import portable_lib
+
+    return list(portable_lib._get_registered_backend_names())
+
+
+def run_program(pte: Path, ptd: Path | None, example) -> list:
+    from executorch.extension.pybindings import portable_lib
+
+    if ptd is not None:
+        module = portable_lib._load_for_executorch(str(pte), data_path=str(ptd))
+    else:
+        module = portable_lib._load_for_executorch(str(pte))
+    outputs = module.forward(tuple(example))
+    return [out.detach().cpu() if hasattr(out, "detach") else out for out in outputs]
+
+
+def compare(label: str, outputs: list, expected) -> CheckResult:
+    import torch
+
+    name = f"run with data file ({label})"
+    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    if len(outputs) != len(expected):
+        return failed(name, f"returned {len(outputs)} outputs, eager returns {len(expected)}")
+    diffs = [float((a.float() - e.float()).abs().max()) if a.shape == e.shape else float("inf") for a, e in zip(outputs, expected)]
+    tolerance = f"rtol {RTOL:g}, atol {ATOL:g}"
+    measured = {"max_abs_diff": max(diffs), "rtol": RTOL, "atol": ATOL}
+    try:
+        for a, e in zip(outputs, expected):
+            torch.testing.assert_close(a, e, rtol=RTOL, atol=ATOL)
+    except AssertionError as exc:
+        first = str(exc).strip().splitlines()[0]
+        return failed(name, f"output differs from eager: max abs diff {max(diffs):.3g} ({tolerance}): {first}", **measured)
+    return passed(name, f"matched eager, max abs diff {max(diffs):.3g} ({tolerance})", **measured)
+
+
+# --- the device -----------------------------------------------------------------
+
+def device_facts() -> dict[str, Any]:
+    import torch
+
+    facts: dict[str, Any] = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda}
+    if facts["cuda_available"]:
+        major, minor = torch.cuda.get_device_capability(0)
+        facts.update(name=torch.cuda.get_device_name(0), sm=f"sm_{major}{minor}", arch_list=torch.cuda.get_arch_list())
+    return facts
+
+
+def check_device(row: Row, facts: dict[str, Any]) -> CheckResult:
+    name = "CUDA device"
+    if facts["cuda_available"]:
+        if facts["sm"] not in facts["arch_list"]:
+            return failed(name, f"{facts['name']} is {facts['sm']}, torch's arch list {facts['arch_list']} lacks it", **facts)
+        return passed(name, f"{facts['name']} ({facts['sm']}), in torch's arch list", **facts)
+    why = f"no CUDA device visible (torch.cuda.is_available() is False; torch CUDA {facts['torch_cuda'] or 'none: a CPU build'})"
+    if row.execution_required:
+        return failed(name, f"{why}; the {row.name} row must execute", **facts)
+    return skipped(name, f"{why}; export and execution need one", **facts)
+
+
+# --- the negative control -------------------------------------------------------
+
+def negative_control(row: Row, pte: Path, workdir: Path) -> CheckResult:
+    """Load the weighted program WITHOUT its data file, in a process of its own.
+
+    It must not give eager's answer: a crash or an error is the expected outcome;
+    a match means the weights are not coming from the data file.
+    """
+    name = "negative control (weighted, no data file)"
+    cmd = [sys.executable, "-m", "smoke.child", "--negative", str(pte), str(workdir / "negative.json")]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NEGATIVE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
+    if proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        return passed(name, f"the load without {row.data_file} crashed the process with {sig}, as expected", outcome=sig)
+    try:
+        verdict = json.loads((workdir / "negative.json").read_text())
+    except (OSError, ValueError):
+        tail = (proc.stderr.strip().splitlines() or [""])[-1]
+        return failed(name, f"the control process exited {proc.returncode} without its verdict: {tail}")
+    if verdict["outcome"] == "error":
+        return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
+    if verdict["matched"]:
+        return failed(name, f"ran without {row.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
+                            f"the weights are not coming from the data file", outcome="matched", max_abs_diff=verdict["max_abs_diff"])
+    return passed(name, f"ran without {row.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
+                  outcome="mismatch", max_abs_diff=verdict["max_abs_diff"])
+
+
+def negative_main(pte: Path, out: Path) -> int:
+    import torch
+
+    model, example = models()["weighted"]
+    try:
+        outputs = run_program(pte, None, example)
+    except Exception as exc:  # the expected outcome: report it as data
+        out.write_text(json.dumps({"outcome": "error", "error": one_line(exc)}))
+        return 0
+    expected = model(*example).detach()
+    diff = float((outputs[0].float() - expected).abs().max()) if outputs and outputs[0].shape == expected.shape else float("inf")
+    matched = bool(torch.allclose(outputs[0].float(), expected, rtol=RTOL, atol=ATOL)) if diff != float("inf") else False
+    out.write_text(json.dumps({"outcome": "ran", "matched": matched, "max_abs_diff": diff}))
+    return 0
+
+
+# --- the whole run --------------------------------------------------------------
+
+def gate(row: Row, workdir: Path, rec: Recorder) -> None:
+    with rec.phase("import torch and executorch"):
+        import torch
+        import executorch.exir  # noqa: F401  (timed here, not in the first export)
+        from importlib.metadata import version
+
+    facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
+             "python": platform.python_version(), "machine": platform.machine()}
+    device = device_facts() if row.needs_cuda else {"cuda_available": False}
+    rec.write(kind="facts", **facts, device=device)
+
+    blocked: str | None = None  # why the device-bound checks cannot run
+    if row.needs_cuda:
+        result = rec.check(check_device(row, device))
+        if result.status is not Status.PASS:
+            blocked = "no usable CUDA device (see the CUDA device check)"
+
+    built = models()
+    folders = {label: workdir / label for label in built}
+    exported: dict[str, bool] = {}
+    for label, (model, example) in built.items():
+        name = f"export ({label})"
+        if blocked:
+            rec.check(skipped(name, f"not run: {blocked}"))
+            exported[label] = False
+            continue
+        folders[label].mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        try:
+            with rec.phase(name):
+                EXPORTERS[row.backend](model, example, folders[label])
+        except Exception as exc:
+            rec.write(kind="log", text=traceback.format_exc())
+            rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
+            exported[label] = False
+            continue
+        seconds = round(time.monotonic() - start, 1)
+        exported[label] = True
+        rec.check(passed(name, f"wrote {', '.join(sorted(p.name for p in folders[label].iterdir()))} in {seconds} s", seconds=seconds))
+
+    data: dict[str, CheckResult] = {}
+    for label in built:
+        if not exported[label]:
+            rec.check(skipped(f"delegate ({label})", f"not run: export ({label}) did not happen"))
+            data[label] = rec.check(skipped(f"data file ({label})", f"not run: export ({label}) did not happen"))
+            continue
+        rec.check(check_delegated(label, folders[label] / "model.pte", row.delegate_id))
+        required = label == "weighted" or row.weightless_writes_data
+        data[label] = rec.check(check_data_file(label, folders[label], row.data_file, required=required))
+
+    if all(r.status is Status.PASS for r in data.values()):
+        rec.check(check_weights_in_data_file(
+            row.data_file, data["weighted"].measured["data_file_bytes"], data["weightless"].measured["data_file_bytes"],
+            weight_matrix_bytes(built["weighted"][0])))
+    else:
+        rec.check(skipped("weights in the data file", "not run: a data file is missing or unreadable"))
+
+    for label, (model, example) in built.items():
+        name = f"run with data file ({label})"
+        if data[label].status is not Status.PASS:
+            rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
+            continue
+        ptd = folders[label] / row.data_file
+        backends = registered_backends()
+        if row.delegate_id not in backends:
+            try:
+                run_program(folders[label] / "model.pte", ptd if ptd.exists() else None, example)
+                err = "yet it ran"
+            except Exception as exc:
+                err = f"loading raised {one_line(exc)}"
+            rec.check(failed(name, f"Backend {row.delegate_id} is not registered in this wheel's runtime "
+                                   f"(registered: {', '.join(backends)}); {err}", registered_backends=backends))
+            continue
+        try:
+            with rec.phase(f"load and run ({label})"):
+                outputs = run_program(folders[label] / "model.pte", ptd if ptd.exists() else None, example)
+        except Exception as exc:
+            rec.check(failed(name, f"loading or running raised {one_line(exc)}", registered_backends=backends))
+            continue
+        rec.check(compare(label, outputs, model(*example).detach()))
+
+    name = "negative control (weighted, no data file)"
+    if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in registered_backends():
+        with rec.phase("negative control"):
+            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir))
+    else:
+        rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--negative":
+        return negative_main(Path(argv[1]), Path(argv[2]))
+    parser = argparse.ArgumentParser(prog="python -m smoke.child")
+    parser.add_argument("row", choices=sorted(ROWS))
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("record", type=Path)
+    parser.add_argument("--fail-fast", action="store_true")
+    args = parser.parse_args(argv)
+    rec = Recorder(args.record, args.fail_fast)
+    try:
+        gate(ROWS[args.row], args.workdir, rec)
+    except FailFast:
+        pass
+    rec.write(kind="end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The command line of a row: ``python -m smoke ROW WHEEL [options]``.
+
+``nox -s ROW -- WHEEL [options]`` calls ``main`` with the same words. Errors
+that mean the gate could not run are caught here, once, and printed as one
+``ERROR`` line with exit code 2; a wheel that fails the gate exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from smoke.errors import EXIT_CANNOT_RUN, GateError
+from smoke.rows import ROWS
+
+
+class UsageError(GateError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage dump and SystemExit
+        raise UsageError(f"{message} (see --help)")
+
+
+def parser(row: str | None = None) -> argparse.ArgumentParser:
+    p = _Parser(prog=f"nox -s {row} --" if row else "python -m smoke ROW", description="Gate one executorch wheel on one platform row.")
+    if row is None:
+        p.add_argument("row", choices=sorted(ROWS), help="the platform row")
+    p.add_argument("wheel", type=Path, nargs="?", help="the executorch .whl to gate")
+    p.add_argument("--python", help="interpreter to build the environment from (default: the one running the gate)")
+    p.add_argument("--constraints", type=Path, help="pip constraints file to use instead of the torch paired with the wheel's release")
+    p.add_argument("--wheelhouse", type=Path, help="install from this folder of wheels only, with no package index (offline)")
+    p.add_argument("--no-deps", action="store_true", help="install the wheel without resolving its dependency pins; its missing requirements are installed one by one where available")
+    p.add_argument("--torch-from", type=Path, metavar="VENV", help="take torch from this existing environment (a .pth file), instead of installing it")
+    p.add_argument("--venv-backend", choices=("virtualenv", "uv"), default="virtualenv", help="what builds the environment (default: virtualenv)")
+    p.add_argument("--env-dir", type=Path, help="where the environment is built (default: .gate/envs/ROW)")
+    p.add_argument("--reuse-env", action="store_true", help="reuse the environment if it was built from the same wheel (sha256) and options")
+    p.add_argument("--workdir", type=Path, help="where the artifacts are written and kept (default: a temporary folder, removed on success)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary artifacts folder even on success")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
+    p.add_argument("--report", type=Path, help="write the run's JSON report to this file")
+    return p
+
+
+def main(argv: list[str], row: str | None = None) -> int:
+    from smoke import gate  # after argument parsing errors are possible
+
+    try:
+        args = parser(row).parse_args(argv)
+        name = row or args.row
+        if name not in ROWS:
+            raise UsageError(f"unknown row {name!r}; the rows are {', '.join(sorted(ROWS))}")
+        if args.wheel is None:
+            raise UsageError(f"no wheel given; run: nox -s {name} -- path/to/executorch-....whl")
+        for flag in ("wheelhouse", "torch_from"):
+            value = getattr(args, flag)
+            if value is not None and not value.is_dir():
+                raise UsageError(f"--{flag.replace('_', '-')} {str(value)!r} is not a directory")
+        options = gate.Options(
+            wheel=args.wheel, python=args.python, constraints=args.constraints, wheelhouse=args.wheelhouse,
+            no_deps=args.no_deps, torch_from=args.torch_from, venv_backend=args.venv_backend, env_dir=args.env_dir,
+            reuse_env=args.reuse_env, workdir=args.workdir, keep=args.keep, fail_fast=args.fail_fast,
+            timeout=args.timeout, report=args.report,
+        )
+        return gate.gate(ROWS[name], options)
+    except GateError as exc:
+        print(f"ERROR {exc}", file=sys.stderr, flush=True)
+        return EXIT_CANNOT_RUN

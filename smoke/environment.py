@@ -1,0 +1,203 @@
+"""Build the isolated environment a row runs in: a fresh virtualenv (or uv venv)
+holding the wheel under test and the torch paired with it.
+
+Offline runners get three options: install from a folder of wheels with no index
+(``wheelhouse``), install the wheel without resolving its pins (``no_deps``), and
+take torch from an existing environment through a ``.pth`` file (``torch_from``;
+``--system-site-packages`` would give the base interpreter's packages, not that
+environment's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from smoke.errors import EnvironmentBuildError
+from smoke.wheel import Interpreter, Wheel
+
+STAMP = "gate-stamp.json"
+TORCH_PTH = "gate-torch-from.pth"
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    location: Path
+    constraints: Path
+    wheelhouse: Path | None = None
+    no_deps: bool = False
+    torch_from: Path | None = None
+    backend: str = "virtualenv"  # or "uv"
+    reuse: bool = False
+
+
+@dataclass(frozen=True)
+class Env:
+    location: Path
+    python: Path
+    torch_source: str
+    reused: bool
+
+    @property
+    def bin(self) -> Path:
+        return self.python.parent
+
+
+def run(cmd: Sequence[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    """Run one command of the build; on failure raise with the command and its output's tail."""
+    try:
+        proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, **kwargs)
+    except OSError as exc:
+        raise EnvironmentBuildError(f"{what} failed: cannot run {cmd[0]!r} ({exc})") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise EnvironmentBuildError(
+            f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n{tail}"
+        )
+    return proc
+
+
+def site_packages(python: Path) -> Path:
+    out = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "finding site-packages")
+    return Path(out.stdout.strip())
+
+
+def torch_site_packages(venv: Path) -> Path:
+    """The site-packages of an existing environment that holds torch."""
+    candidates = sorted(venv.glob("lib/python3*/site-packages")) + sorted(venv.glob("Lib/site-packages"))
+    for candidate in candidates:
+        if (candidate / "torch" / "__init__.py").is_file():
+            return candidate
+    raise EnvironmentBuildError(
+        f"--torch-from {str(venv)!r} has no torch in lib/python3*/site-packages; "
+        f"pass the root of a virtual environment that has torch installed"
+    )
+
+
+def torch_source(options: EnvOptions) -> str:
+    if options.torch_from is not None:
+        return f"existing environment {options.torch_from} (.pth)"
+    where = f"wheelhouse {options.wheelhouse}" if options.wheelhouse else "package index"
+    return f"{where}, pinned by {options.constraints.name}"
+
+
+def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
+    fields = {k: str(v) for k, v in asdict(options).items() if k not in ("location", "reuse")}
+    return {
+        "wheel": wheel.filename,
+        "wheel_sha256": wheel.sha256,
+        "interpreter": interpreter.path,
+        "constraints_sha256": hashlib.sha256(options.constraints.read_bytes()).hexdigest(),
+        **fields,
+    }
+
+
+def wheelhouse_files(wheelhouse: Path) -> dict[str, list[Path]]:
+    found: dict[str, list[Path]] = {}
+    for path in sorted(wheelhouse.glob("*.whl")):
+        try:
+            name = parse_wheel_filename(path.name)[0]
+        except InvalidWheelFilename:
+            continue
+        found.setdefault(name, []).append(path)
+    return found
+
+
+def plan_no_deps(
+    requires: Sequence[Requirement],
+    installed: set[str],
+    available: dict[str, list[Path]] | None,
+    marker_env: dict[str, str],
+) -> tuple[list[str], list[str]]:
+    """Which of the wheel's requirements to install one by one, without resolving them.
+
+    Returns (to_install, left_out): requirements whose markers hold for this
+    environment and that are not installed already; with a wheelhouse, those it
+    has no file for are left out instead of failing the whole install.
+    """
+    to_install, left_out = [], []
+    for req in requires:
+        env = dict(marker_env, extra="")
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        name = canonicalize_name(req.name)
+        if name in installed:
+            continue
+        if available is not None and name not in available:
+            left_out.append(str(req))
+            continue
+        to_install.append(str(available[name][-1]) if available is not None else str(req))
+    return to_install, left_out
+
+
+def _installed_names(python: Path) -> set[str]:
+    out = run(
+        [python, "-c", "import importlib.metadata as m, json; print(json.dumps([d.metadata['Name'] for d in m.distributions()]))"],
+        "listing installed distributions",
+    )
+    return {canonicalize_name(name) for name in json.loads(out.stdout) if name}
+
+
+def _marker_env(python: Path) -> dict[str, str]:
+    out = run([python, "-c", "import json; from platform import *; import sys, os; "
+               "print(json.dumps({'python_version': '%d.%d' % sys.version_info[:2], 'python_full_version': python_version(), "
+               "'platform_machine': machine(), 'platform_system': system(), 'sys_platform': sys.platform, "
+               "'os_name': os.name, 'implementation_name': sys.implementation.name, 'platform_python_implementation': python_implementation()}))"],
+              "reading the environment's markers")
+    return {**default_environment(), **json.loads(out.stdout)}
+
+
+def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Env:
+    location = options.location
+    stamp = _stamp(wheel, interpreter, options)
+    stamp_file = location / STAMP
+    python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    source = torch_source(options)
+    if options.reuse and stamp_file.is_file() and python.exists():
+        try:
+            if json.loads(stamp_file.read_text()) == stamp:
+                say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
+                return Env(location, python, source, reused=True)
+        except ValueError:
+            pass
+        say(f"environment {location} was built for another wheel or other options: rebuilding it")
+    if location.exists():
+        shutil.rmtree(location)
+    location.parent.mkdir(parents=True, exist_ok=True)
+    if options.backend == "uv":
+        run(["uv", "venv", "--quiet", "--seed", "-p", interpreter.path, location], "creating the environment (uv)")
+    else:
+        run([sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter.path, location], "creating the environment (virtualenv)")
+    if options.torch_from is not None:
+        target = torch_site_packages(options.torch_from)
+        (site_packages(python) / TORCH_PTH).write_text(f"{target}\n")
+        say(f"torch: taken from {target} through {TORCH_PTH}")
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    if options.wheelhouse is not None:
+        pip += ["--no-index", "--find-links", options.wheelhouse]
+    constrain = [] if options.torch_from is not None else ["-c", options.constraints]
+    torch = [] if options.torch_from is not None else ["torch"]
+    if not options.no_deps:
+        run(pip + constrain + [wheel.path, *torch], f"installing {wheel.filename} and the paired torch")
+    else:
+        if torch:
+            run(pip + constrain + torch, "installing the paired torch")
+        run(pip + ["--no-deps", wheel.path], f"installing {wheel.filename} without its dependencies")
+        available = wheelhouse_files(options.wheelhouse) if options.wheelhouse else None
+        todo, left_out = plan_no_deps(wheel.requires_dist, _installed_names(python), available, _marker_env(python))
+        if todo:
+            run(pip + constrain + ["--no-deps", *todo], "installing the wheel's missing requirements without resolving them")
+        say(f"--no-deps: installed {len(todo)} missing requirements one by one"
+            + (f"; not installed (not in the wheelhouse): {', '.join(left_out)}" if left_out else ""))
+    stamp_file.write_text(json.dumps(stamp, indent=2))
+    return Env(location, python, source, reused=False)

@@ -1,0 +1,30 @@
+"""Errors that mean the gate could not run, each with the fix in its message.
+
+They are caught once, at the edge (``smoke.cli``), and printed as one line.
+"""
+
+from __future__ import annotations
+
+# Exit codes: a wheel that fails the gate, and a gate that could not run.
+EXIT_FAILED = 1
+EXIT_CANNOT_RUN = 2
+
+
+class GateError(Exception):
+    """The gate cannot run as asked; the message says why and what to do."""
+
+
+class InvalidWheel(GateError):
+    """The given path is not a readable wheel of executorch."""
+
+
+class WrongPlatform(GateError):
+    """The wheel is built for another architecture or Python than the session's."""
+
+
+class NoTorchPairing(GateError):
+    """No constraints file is known for this executorch release."""
+
+
+class EnvironmentBuildError(GateError):
+    """Building or filling the isolated environment failed."""

@@ -1,0 +1,190 @@
+"""Read a wheel before anything is built: its name, tags, METADATA and file list.
+
+Nothing is extracted. What makes a run impossible raises a ``GateError`` with
+the fix in its message; what is a property of the wheel under test (is it a CUDA
+build?) is a check result.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from smoke.errors import InvalidWheel, WrongPlatform
+from smoke.results import CheckResult, failed, passed
+from smoke.rows import ROWS, Row
+
+PROJECT = "executorch"
+
+
+@dataclass(frozen=True)
+class Wheel:
+    path: Path
+    version: Version
+    tags: frozenset[Tag]
+    size: int
+    sha256: str
+    files: tuple[str, ...]
+    requires_dist: tuple[Requirement, ...]
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    @property
+    def machines(self) -> frozenset[str]:
+        return frozenset(platform_machine(tag.platform) for tag in self.tags)
+
+    @property
+    def release(self) -> str:
+        """'1.5' for 1.5.1, 1.5.0.dev20260101+cu130 and so on."""
+        return f"{self.version.major}.{self.version.minor}"
+
+
+def platform_machine(platform: str) -> str:
+    """The architecture a platform tag names: 'manylinux_2_28_x86_64' -> 'x86_64'."""
+    if platform == "any":
+        return "any"
+    for machine in ("x86_64", "aarch64", "arm64", "amd64", "win32", "i686", "armv7l", "ppc64le", "s390x"):
+        if platform.lower().endswith(machine):
+            return machine
+    return platform.rsplit("_", 1)[-1]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_wheel(path: Path | str) -> Wheel:
+    path = Path(path)
+    if not path.exists():
+        raise InvalidWheel(f"wheel {str(path)!r} does not exist; pass the path of an executorch .whl file")
+    if not path.is_file():
+        raise InvalidWheel(f"wheel {str(path)!r} is not a file; pass the path of an executorch .whl file")
+    try:
+        name, version, _build, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        raise InvalidWheel(f"{path.name!r} is not a wheel file name ({exc}); pass an executorch .whl file") from exc
+    if name != canonicalize_name(PROJECT):
+        raise InvalidWheel(f"wheel {path.name!r} is of project {name!r}, not {PROJECT!r}; pass an executorch wheel")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            files = tuple(archive.namelist())
+            dist_info = f"{PROJECT}-{_dist_info_version(files)}.dist-info"
+            metadata = archive.read(f"{dist_info}/METADATA").decode()
+    except (zipfile.BadZipFile, OSError, KeyError, UnicodeDecodeError) as exc:
+        raise InvalidWheel(f"wheel {path.name!r} cannot be read as a wheel archive: {exc}") from exc
+    message = email.parser.Parser().parsestr(metadata, headersonly=True)
+    if message.get("Version") and Version(message["Version"]) != version:
+        raise InvalidWheel(
+            f"wheel {path.name!r} says version {message['Version']} in METADATA, {version} in its name"
+        )
+    try:
+        requires = tuple(Requirement(line) for line in message.get_all("Requires-Dist") or ())
+    except InvalidRequirement as exc:
+        raise InvalidWheel(f"wheel {path.name!r} has an unreadable Requires-Dist: {exc}") from exc
+    return Wheel(path, version, frozenset(tags), path.stat().st_size, _sha256(path), files, requires)
+
+
+def _dist_info_version(files: tuple[str, ...]) -> str:
+    for name in files:
+        top = PurePosixPath(name).parts[0]
+        if top.endswith(".dist-info") and top.lower().startswith(f"{PROJECT}-"):
+            return top[len(PROJECT) + 1 : -len(".dist-info")]
+    raise KeyError("no executorch-*.dist-info folder")
+
+
+def check_machine(wheel: Wheel, row: Row) -> None:
+    """Refuse a wheel for another architecture, naming the session that takes it."""
+    if row.machine in wheel.machines or "any" in wheel.machines:
+        return
+    others = [r.name for r in ROWS.values() if r.machine in wheel.machines and r.needs_cuda == row.needs_cuda]
+    hint = f" (use nox -s {others[0]})" if others else ""
+    raise WrongPlatform(
+        f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; "
+        f"the {row.name} row needs {row.machine}{hint}"
+    )
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    path: str
+    implementation: str  # sys.implementation.name
+    version: tuple[int, int]
+
+    @property
+    def tag(self) -> str:
+        prefix = {"cpython": "cp", "pypy": "pp"}.get(self.implementation, self.implementation)
+        return f"{prefix}{self.version[0]}{self.version[1]}"
+
+    def describe(self) -> str:
+        return f"{self.implementation} {self.version[0]}.{self.version[1]} ({self.path})"
+
+
+def probe_interpreter(path: str | None) -> Interpreter:
+    """The interpreter the environment will be built from; ``None`` is this one."""
+    if path is None:
+        return Interpreter(sys.executable, sys.implementation.name, sys.version_info[:2])
+    try:
+        out = subprocess.run(
+            [path, "-c", "import sys; print(sys.implementation.name, *sys.version_info[:2])"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise WrongPlatform(f"interpreter {path!r} cannot be run ({exc}); pass --python with a working Python") from exc
+    return Interpreter(path, out[0], (int(out[1]), int(out[2])))
+
+
+def check_interpreter(wheel: Wheel, interpreter: Interpreter) -> None:
+    """Refuse a wheel whose Python tag the environment's interpreter cannot install."""
+    ours = interpreter.tag
+    for tag in wheel.tags:
+        if tag.interpreter == ours or tag.interpreter in ("py3", f"py{interpreter.version[0]}"):
+            return
+        if tag.abi == "abi3" and tag.interpreter.startswith(ours[:3]) and int(tag.interpreter[3:] or 0) <= int(ours[3:]):
+            return
+    wanted = sorted({tag.interpreter for tag in wheel.tags})
+    version = wanted[0][2:]
+    dotted = f"{version[0]}.{version[1:]}" if len(version) > 1 else version
+    raise WrongPlatform(
+        f"wheel {wheel.filename!r} is for {', '.join(wanted)}; this session's interpreter is "
+        f"{interpreter.describe()}: run the gate with --python python{dotted} (or the path of a Python {dotted})"
+    )
+
+
+def cuda_libraries(wheel: Wheel) -> list[str]:
+    """The CUDA delegate's shared libraries the wheel ships (checked: 1.2.0 and 1.5.1 PyPI file lists)."""
+    return sorted(
+        name for name in wheel.files
+        if name.startswith("executorch/") and ".so" in PurePosixPath(name).name and "cuda" in PurePosixPath(name).name
+    )
+
+
+def check_cuda_build(wheel: Wheel) -> CheckResult:
+    """A CUDA row needs a CUDA build: a +cuXXX local label and a CUDA delegate library."""
+    name = "CUDA build"
+    local = wheel.version.local or ""
+    libraries = cuda_libraries(wheel)
+    problems = []
+    if not local.startswith("cu"):
+        problems.append(f"version {wheel.version} has no +cuXXX local label" + (f" (it is +{local})" if local else ""))
+    if not libraries:
+        shipped = sorted(PurePosixPath(f).name for f in wheel.files if f.startswith("executorch/lib/") and ".so" in f)
+        problems.append(f"it ships no CUDA delegate library (executorch/lib has {', '.join(shipped) or 'no libraries'})")
+    if problems:
+        return failed(name, f"{wheel.filename!r} is a CPU build: {'; '.join(problems)}", local_version=local, cuda_libraries=libraries)
+    return passed(name, f"+{local}, ships {', '.join(libraries)}", local_version=local, cuda_libraries=libraries)
