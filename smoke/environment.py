@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,10 +54,16 @@ class Env:
         return self.python.parent
 
 
-def run(cmd: Sequence[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+def env_without_pythonpath() -> dict[str, str]:
+    """The gate's own PYTHONPATH (nox installed with --target, say) must not leak into the environment."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_TARGET")}
+
+
+def run(cmd: Sequence[str], what: str, *, inherit_pythonpath: bool = False) -> subprocess.CompletedProcess:
     """Run one command of the build; on failure raise with the command and its output's tail."""
+    env = None if inherit_pythonpath else env_without_pythonpath()
     try:
-        proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, **kwargs)
+        proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, env=env)
     except OSError as exc:
         raise EnvironmentBuildError(f"{what} failed: cannot run {cmd[0]!r} ({exc})") from exc
     if proc.returncode != 0:
@@ -177,7 +184,8 @@ def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
     if options.backend == "uv":
         run(["uv", "venv", "--quiet", "--seed", "-p", interpreter.path, location], "creating the environment (uv)")
     else:
-        run([sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter.path, location], "creating the environment (virtualenv)")
+        run([sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter.path, location], "creating the environment (virtualenv)",
+            inherit_pythonpath=True)
     if options.torch_from is not None:
         target = torch_site_packages(options.torch_from)
         (site_packages(python) / TORCH_PTH).write_text(f"{target}\n")

@@ -188,9 +188,8 @@ def gate(row: Row, options: Options) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     record, log = workdir / "record.jsonl", workdir / "child.log"
     record.write_text("")
-    child_env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
+    child_env = {**environment.env_without_pythonpath(), "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
                  "PYTHONUNBUFFERED": "1"}
-    child_env.pop("PYTHONHOME", None)
     cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record)]
     if options.fail_fast:
         cmd.append("--fail-fast")
