@@ -178,7 +178,7 @@ def device_facts() -> dict[str, Any]:
     facts: dict[str, Any] = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda}
     if facts["cuda_available"]:
         major, minor = torch.cuda.get_device_capability(0)
-        facts.update(name=torch.cuda.get_device_name(0), sm=f"sm_{major}{minor}", arch_list=torch.cuda.get_arch_list())
+        facts.update(device_name=torch.cuda.get_device_name(0), sm=f"sm_{major}{minor}", arch_list=torch.cuda.get_arch_list())
     return facts
 
 
@@ -186,8 +186,8 @@ def check_device(row: Row, facts: dict[str, Any]) -> CheckResult:
     name = "CUDA device"
     if facts["cuda_available"]:
         if facts["sm"] not in facts["arch_list"]:
-            return failed(name, f"{facts['name']} is {facts['sm']}, torch's arch list {facts['arch_list']} lacks it", **facts)
-        return passed(name, f"{facts['name']} ({facts['sm']}), in torch's arch list", **facts)
+            return failed(name, f"{facts['device_name']} is {facts['sm']}, torch's arch list {facts['arch_list']} lacks it", **facts)
+        return passed(name, f"{facts['device_name']} ({facts['sm']}), in torch's arch list", **facts)
     why = f"no CUDA device visible (torch.cuda.is_available() is False; torch CUDA {facts['torch_cuda'] or 'none: a CPU build'})"
     if row.execution_required:
         return failed(name, f"{why}; the {row.name} row must execute", **facts)

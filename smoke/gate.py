@@ -207,7 +207,7 @@ def finish(run: Run, options: Options, workdir: Path | None, start: float) -> in
     if facts:
         device = facts.get("device") or {}
         say(f"executorch {facts.get('executorch')}, torch {facts.get('torch')} (from {run.torch_source}), "
-            f"Python {facts.get('python')}, device {device.get('name', 'none')}{' ' + device['sm'] if 'sm' in device else ''}")
+            f"Python {facts.get('python')}, device {device.get('device_name', 'none')}{' ' + device['sm'] if 'sm' in device else ''}")
     ok = all_passed(run.results)
     if options.report is not None:
         write_report(run, options.report, ok, time.monotonic() - start)
