@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+H200 = DATA / "h200-executorch-1.2.0"
+CPU = DATA / "cpu-executorch-1.5.1"
+WHEEL_CACHE = REPO / ".gate" / "test-wheels"
+PYPI_RELEASE = "1.5.1"
+
+
+@pytest.fixture(autouse=True)
+def _no_developer_pip_settings(monkeypatch):
+    # A developer's PIP_CONSTRAINT or PIP_TARGET must not change what the gate installs in a test.
+    for name in ("PIP_CONSTRAINT", "PIP_TARGET", "PIP_REQUIRE_VIRTUALENV"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def pypi_wheel(machine: str) -> Path:
+    """PyPI's executorch wheel for CPython 3.11 on this machine kind, downloaded once."""
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    found = sorted(WHEEL_CACHE.glob(f"executorch-{PYPI_RELEASE}-cp311-cp311-manylinux_*_{machine}.whl"))
+    if not found:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+             "--implementation", "cp", "--platform", f"manylinux_2_28_{machine}", "-d", str(WHEEL_CACHE),
+             f"executorch=={PYPI_RELEASE}"],
+            check=True,
+        )
+        found = sorted(WHEEL_CACHE.glob(f"executorch-{PYPI_RELEASE}-cp311-cp311-manylinux_*_{machine}.whl"))
+    return found[-1]
+
+
+@pytest.fixture(scope="session")
+def wheel_x86_64() -> Path:
+    return pypi_wheel("x86_64")
+
+
+@pytest.fixture(scope="session")
+def wheel_aarch64() -> Path:
+    return pypi_wheel("aarch64")
+
+
+def rewrite_wheel(source: Path, target_dir: Path, *, new_name: str | None = None, drop=(), add=None, metadata=None) -> Path:
+    """A copy of a real wheel with one thing changed: its name, files removed or added, or METADATA edited."""
+    target = target_dir / (new_name or source.name)
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            if any(item.filename.startswith(prefix) for prefix in drop):
+                continue
+            data = src.read(item.filename)
+            if metadata and item.filename.endswith(".dist-info/METADATA"):
+                data = metadata(data.decode()).encode()
+            dst.writestr(item, data)
+        for name, data in (add or {}).items():
+            dst.writestr(name, data)
+    return target
+
+
+@pytest.fixture
+def copy_artifacts(tmp_path):
+    def copy(folder: Path) -> Path:
+        target = tmp_path / folder.name
+        shutil.copytree(folder, target)
+        for path in target.iterdir():
+            path.chmod(0o644)
+        return target
+
+    return copy

@@ -1,0 +1,91 @@
+"""The .pte/.ptd reader on real programs and data files, and on damaged copies of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from smoke import artifacts
+from smoke.artifacts import ArtifactError, read_data_file, read_program
+from tests.conftest import CPU, H200
+
+
+@pytest.mark.parametrize(
+    ("path", "delegates", "named_data"),
+    [
+        (H200 / "weightless" / "model.pte", ["CudaBackend"], ["forward_so_blob"]),
+        (H200 / "weighted" / "model.pte", ["CudaBackend"], ["forward_so_blob"]),
+        (CPU / "weighted" / "model.pte", ["XnnpackBackend"], []),
+    ],
+)
+def test_program_delegates_and_no_operators_left(path, delegates, named_data):
+    program = read_program(path)
+    assert [plan.name for plan in program.plans] == ["forward"]
+    assert list(program.plans[0].delegate_ids) == delegates
+    assert program.plans[0].operators == ()
+    assert list(program.named_data_keys) == named_data
+    assert program.size == path.stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("path", "size", "blobs", "segment_data"),
+    [
+        (H200 / "weightless" / "aoti_cuda_blob.ptd", 256, {"forward_weights_blob": 0}, 0),
+        (H200 / "weighted" / "aoti_cuda_blob.ptd", 384, {"forward_weights_blob": 128}, 128),
+    ],
+)
+def test_cuda_data_file_header_and_payload(path, size, blobs, segment_data):
+    data = read_data_file(path)
+    assert data.size == size
+    assert {b.key: b.size for b in data.blobs} == blobs
+    assert data.header_length == 40
+    assert data.segment_base_offset == 256
+    assert data.segment_data_size == segment_data
+
+
+def test_weighted_payload_is_not_zero_and_zeroed_copy_is(tmp_path):
+    original = (H200 / "weighted" / "aoti_cuda_blob.ptd").read_bytes()
+    assert not read_data_file(H200 / "weighted" / "aoti_cuda_blob.ptd").blobs[0].all_zero
+    zeroed = tmp_path / "aoti_cuda_blob.ptd"
+    zeroed.write_bytes(original[:256] + bytes(len(original) - 256))
+    assert read_data_file(zeroed).blobs[0].all_zero
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda b: b[:6], "too short"),
+        (lambda b: b[:4] + b"XX01" + b[8:], "file identifier"),
+        (lambda b: b[:8] + b"ZZ01" + b[12:], "header magic"),
+        (lambda b: b[:300], "the file is 300 B"),
+        (lambda b: (10_000).to_bytes(4, "little") + b[4:], "points past the end"),
+    ],
+)
+def test_damaged_data_file_is_a_clear_error(tmp_path, damage, message):
+    path = tmp_path / "aoti_cuda_blob.ptd"
+    path.write_bytes(damage((H200 / "weighted" / "aoti_cuda_blob.ptd").read_bytes()))
+    with pytest.raises(ArtifactError, match=message):
+        read_data_file(path)
+
+
+def test_truncated_program_is_a_clear_error(tmp_path):
+    path = tmp_path / "model.pte"
+    path.write_bytes((H200 / "weighted" / "model.pte").read_bytes()[:100])
+    with pytest.raises(ArtifactError):
+        read_program(path)
+
+
+def test_command_line_prints_what_the_gate_judges(capsys):
+    code = artifacts.main([str(H200 / "weighted" / "model.pte"), str(H200 / "weighted" / "aoti_cuda_blob.ptd")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "plan 'forward': delegates ['CudaBackend'], operators left []" in out
+    assert "'forward_weights_blob': 128 B" in out
+    assert "segment base offset 256, segment data size 128" in out
+
+
+def test_command_line_error_is_one_line_not_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "x.ptd"
+    bad.write_bytes(b"garbage!")
+    assert artifacts.main([str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR ") and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,127 @@
+"""End to end, on PyPI's executorch 1.5.1 wheel: the rows through nox, and the child's checks on
+real exports with one defect each. Slow: each builds or uses a real environment."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_cli import nox
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def env_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gate-env") / "env"
+
+
+@pytest.fixture(scope="module")
+def cpu_run(wheel_x86_64, env_dir, tmp_path_factory):
+    report = tmp_path_factory.mktemp("reports") / "cpu_x86_64.json"
+    proc = nox("-s", "cpu_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--report", str(report))
+    print(proc.stdout, proc.stderr)
+    return proc, report
+
+
+def test_cpu_row_passes_on_the_public_wheel(cpu_run):
+    proc, report = cpu_run
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "PASS delegate (weighted): model.pte" in out and "runs on XnnpackBackend" in out
+    assert "PASS data file (weightless): no model.ptd written" in out
+    sizes = re.search(r"PASS weights in the data file: model\.ptd is (\d+) B, (\d+) B over the weightless model's 0 B, ≥ the 128 B weight matrix", out)
+    assert sizes and sizes.group(1) == sizes.group(2)
+    assert re.search(r"PASS run with data file \(weighted\): matched eager, max abs diff \S+ \(rtol 0.0001, atol 1e-05\)", out)
+    assert "PASS negative control (weighted, no data file)" in out
+    assert re.search(r"cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped", out)
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "pass" and data["facts"]["executorch"] == "1.5.1"
+    assert [c["status"] for c in data["checks"]] == ["pass"] * 10
+    assert data["torch_source"].startswith("package index")
+
+
+def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, wheel_x86_64, env_dir):
+    proc = nox("-s", "cuda_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--reuse-env")
+    out = proc.stdout
+    assert proc.returncode != 0
+    assert "reusing environment" in out
+    assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
+    assert "FAIL CUDA device: no CUDA device visible" in out
+    assert "SKIP export (weighted): not run: no usable CUDA device" in out
+    assert "0 passed, 2 failed, 10 skipped" in out
+
+
+# --- the child's checks on real exports, each with the defect it must catch -----------
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from smoke.child import export_xnnpack, models
+
+    root = tmp_path_factory.mktemp("exports")
+    made = {}
+    for label, (model, example) in models().items():
+        (root / label).mkdir()
+        export_xnnpack(model, example, root / label)
+        made[label] = root / label
+    return made
+
+
+def test_program_with_no_partitioner_fails_the_delegate_check(tmp_path):
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    from smoke.checks import check_delegated
+    from smoke.child import models
+
+    model, example = models()["weighted"]
+    program = to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch()
+    (tmp_path / "model.pte").write_bytes(program.buffer)
+    result = check_delegated("weighted", tmp_path / "model.pte", "XnnpackBackend")
+    assert result.status.value == "fail"
+    assert "has delegates [], not XnnpackBackend" in result.reason and "operators outside the delegate" in result.reason
+
+
+def test_zeroed_payload_fails_the_comparison_with_eager(exported, tmp_path):
+    from smoke.artifacts import read_data_file
+    from smoke.child import compare, models, run_program
+
+    data = read_data_file(exported["weighted"] / "model.ptd")
+    raw = bytearray((exported["weighted"] / "model.ptd").read_bytes())
+    raw[data.segment_base_offset:] = bytes(len(raw) - data.segment_base_offset)
+    (tmp_path / "model.ptd").write_bytes(raw)
+    model, example = models()["weighted"]
+    outputs = run_program(exported["weighted"] / "model.pte", tmp_path / "model.ptd", example)
+    result = compare("weighted", outputs, model(*example).detach())
+    assert result.status.value == "fail" and "output differs from eager" in result.reason
+    good = compare("weighted", run_program(exported["weighted"] / "model.pte", exported["weighted"] / "model.ptd", example), model(*example).detach())
+    assert good.status.value == "pass"
+
+
+def test_baked_in_weights_fail_the_negative_control(tmp_path, monkeypatch):
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from smoke.child import models, negative_control
+    from smoke.rows import ROWS
+
+    model, example = models()["weighted"]
+    program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()]).to_executorch()
+    (tmp_path / "model.pte").write_bytes(program.buffer)
+    monkeypatch.chdir(REPO)
+    result = negative_control(ROWS["cpu_x86_64"], tmp_path / "model.pte", tmp_path)
+    assert result.status.value == "fail"
+    assert "matched eager" in result.reason and "not coming from the data file" in result.reason
+
+
+def test_real_program_without_its_data_passes_the_negative_control(exported, tmp_path, monkeypatch):
+    from smoke.child import negative_control
+    from smoke.rows import ROWS
+
+    monkeypatch.chdir(REPO)
+    result = negative_control(ROWS["cpu_x86_64"], exported["weighted"] / "model.pte", tmp_path)
+    assert result.status.value == "pass", result.reason
