@@ -28,12 +28,14 @@ def parser(row: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog=f"nox -s {row} --" if row else "python -m smoke ROW", description="Gate one executorch wheel on one platform row.")
     if row is None:
         p.add_argument("row", choices=sorted(ROWS), help="the platform row")
-    p.add_argument("wheel", type=Path, nargs="?", help="the executorch .whl to gate")
+    p.add_argument("wheel", type=Path, nargs="?", help="the executorch .whl to gate (default: download the current public release)")
+    p.add_argument("--wheel-index", metavar="URL", help="with no wheel given, download the current release from this index (default: pip's configured one)")
     p.add_argument("--python", help="interpreter to build the environment from (default: the one running the gate)")
     p.add_argument("--constraints", type=Path, help="pip constraints file to use instead of the torch paired with the wheel's release")
     p.add_argument("--wheelhouse", type=Path, help="install from this folder of wheels only, with no package index (offline)")
     p.add_argument("--no-deps", action="store_true", help="install the wheel without resolving its dependency pins; its missing requirements are installed one by one where available")
     p.add_argument("--torch-from", type=Path, metavar="VENV", help="take torch from this existing environment (a .pth file), instead of installing it")
+    p.add_argument("--torch-index", metavar="URL", help="an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu for a CPU row (default: pip's configuration)")
     p.add_argument("--venv-backend", choices=("virtualenv", "uv"), default="virtualenv", help="what builds the environment (default: virtualenv)")
     p.add_argument("--env-dir", type=Path, help="where the environment is built (default: .gate/envs/ROW)")
     p.add_argument("--reuse-env", action="store_true", help="reuse the environment if it was built from the same wheel (sha256) and options")
@@ -53,15 +55,13 @@ def main(argv: list[str], row: str | None = None) -> int:
         name = row or args.row
         if name not in ROWS:
             raise UsageError(f"unknown row {name!r}; the rows are {', '.join(sorted(ROWS))}")
-        if args.wheel is None:
-            raise UsageError(f"no wheel given; run: nox -s {name} -- path/to/executorch-....whl")
         for flag in ("wheelhouse", "torch_from"):
             value = getattr(args, flag)
             if value is not None and not value.is_dir():
                 raise UsageError(f"--{flag.replace('_', '-')} {str(value)!r} is not a directory")
         options = gate.Options(
-            wheel=args.wheel, python=args.python, constraints=args.constraints, wheelhouse=args.wheelhouse,
-            no_deps=args.no_deps, torch_from=args.torch_from, venv_backend=args.venv_backend, env_dir=args.env_dir,
+            wheel=args.wheel, wheel_index=args.wheel_index, python=args.python, constraints=args.constraints, wheelhouse=args.wheelhouse,
+            no_deps=args.no_deps, torch_from=args.torch_from, torch_index=args.torch_index, venv_backend=args.venv_backend, env_dir=args.env_dir,
             reuse_env=args.reuse_env, workdir=args.workdir, keep=args.keep, fail_fast=args.fail_fast,
             timeout=args.timeout, report=args.report,
         )

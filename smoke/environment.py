@@ -39,6 +39,7 @@ class EnvOptions:
     no_deps: bool = False
     torch_from: Path | None = None
     backend: str = "virtualenv"  # or "uv"
+    torch_index: str | None = None  # an extra index for torch, e.g. https://download.pytorch.org/whl/cpu
     reuse: bool = False
 
 
@@ -94,7 +95,8 @@ def torch_site_packages(venv: Path) -> Path:
 def torch_source(options: EnvOptions) -> str:
     if options.torch_from is not None:
         return f"existing environment {options.torch_from} (.pth)"
-    where = f"wheelhouse {options.wheelhouse}" if options.wheelhouse else "package index"
+    where = f"wheelhouse {options.wheelhouse}" if options.wheelhouse else (
+        f"package index and {options.torch_index}" if options.torch_index else "package index")
     return f"{where}, pinned by {options.constraints.name}"
 
 
@@ -193,6 +195,8 @@ def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if options.wheelhouse is not None:
         pip += ["--no-index", "--find-links", options.wheelhouse]
+    elif options.torch_index:
+        pip += ["--extra-index-url", options.torch_index]
     constrain = [] if options.torch_from is not None else ["-c", options.constraints]
     torch = [] if options.torch_from is not None else ["torch"]
     if not options.no_deps:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import environment, pairing, wheel as wheels
+from smoke import download, environment, pairing, wheel as wheels
 from smoke.errors import EXIT_FAILED
 from smoke.results import CheckResult, all_passed, failed, summary_line
 from smoke.rows import Row
@@ -29,12 +29,14 @@ TAIL_LINES = 12
 
 @dataclass
 class Options:
-    wheel: Path
+    wheel: Path | None
+    wheel_index: str | None = None
     python: str | None = None
     constraints: Path | None = None
     wheelhouse: Path | None = None
     no_deps: bool = False
     torch_from: Path | None = None
+    torch_index: str | None = None
     venv_backend: str = "virtualenv"
     env_dir: Path | None = None
     reuse_env: bool = False
@@ -158,11 +160,12 @@ def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult
 def gate(row: Row, options: Options) -> int:
     run = Run(row.name)
     start = time.monotonic()
-    say(f"reading {options.wheel}")
-    wheel = wheels.read_wheel(options.wheel)
+    interpreter = wheels.probe_interpreter(options.python)
+    path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
+    say(f"reading {path}")
+    wheel = wheels.read_wheel(path)
     run.wheel = wheel.filename
     wheels.check_machine(wheel, row)
-    interpreter = wheels.probe_interpreter(options.python)
     wheels.check_interpreter(wheel, interpreter)
     constraints = pairing.constraints_for(wheel, options.constraints)
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
@@ -176,7 +179,7 @@ def gate(row: Row, options: Options) -> int:
     env_options = environment.EnvOptions(
         location=options.env_dir or REPO / ".gate" / "envs" / row.name,
         constraints=constraints, wheelhouse=options.wheelhouse, no_deps=options.no_deps,
-        torch_from=options.torch_from, backend=options.venv_backend, reuse=options.reuse_env,
+        torch_from=options.torch_from, torch_index=options.torch_index, backend=options.venv_backend, reuse=options.reuse_env,
     )
     say(f"building the environment in {env_options.location} ({options.venv_backend}, {interpreter.describe()})")
     t = time.monotonic()

@@ -44,7 +44,7 @@ def test_wrong_architecture_is_refused_with_the_right_session(wheel_x86_64, tmp_
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "ERROR no wheel given; run: nox -s cuda_x86_64 -- path/to/executorch-....whl"),
+        (["--wheel-index", "file:///nonexistent/index"], "no wheel given and none could be downloaded"),
         (["/nonexistent/executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"], "does not exist"),
         (["{tmp}"], "is not a file"),
         (["{wheel}", "--no-such-option"], "ERROR unrecognized arguments: --no-such-option"),

@@ -55,6 +55,14 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, wh
     assert "0 passed, 2 failed, 10 skipped" in out
 
 
+def test_cpu_row_with_no_wheel_gates_the_public_release(cpu_run, env_dir):
+    proc = nox("-s", "cpu_x86_64", "--", "--env-dir", str(env_dir), "--reuse-env")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no wheel given: downloading the current executorch release for cp311 x86_64" in proc.stdout
+    assert "chose executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl" in proc.stdout
+    assert "cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped" in proc.stdout
+
+
 # --- the child's checks on real exports, each with the defect it must catch -----------
 
 @pytest.fixture(scope="module")
