@@ -151,7 +151,7 @@ def run_program(pte: Path, ptd: Path | None, example) -> list:
     return [out.detach().cpu() if hasattr(out, "detach") else out for out in outputs]
 
 
-def compare(label: str, outputs: list, expected) -> CheckResult:
+def compare(label: str, outputs: list, expected, loaded_with: str = "its data file") -> CheckResult:
     import torch
 
     name = f"run with data file ({label})"
@@ -166,8 +166,8 @@ def compare(label: str, outputs: list, expected) -> CheckResult:
             torch.testing.assert_close(a, e, rtol=RTOL, atol=ATOL)
     except AssertionError as exc:
         first = str(exc).strip().splitlines()[0]
-        return failed(name, f"output differs from eager: max abs diff {max(diffs):.3g} ({tolerance}): {first}", **measured)
-    return passed(name, f"matched eager, max abs diff {max(diffs):.3g} ({tolerance})", **measured)
+        return failed(name, f"loaded with {loaded_with}, output differs from eager: max abs diff {max(diffs):.3g} ({tolerance}): {first}", **measured)
+    return passed(name, f"loaded with {loaded_with}, matched eager, max abs diff {max(diffs):.3g} ({tolerance})", **measured)
 
 
 # --- the device -----------------------------------------------------------------
@@ -322,7 +322,8 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
         except Exception as exc:
             rec.check(failed(name, f"loading or running raised {one_line(exc)}", registered_backends=backends))
             continue
-        rec.check(compare(label, outputs, model(*example).detach()))
+        loaded_with = ptd.name if ptd.exists() else "no data file (none was written)"
+        rec.check(compare(label, outputs, model(*example).detach(), loaded_with))
 
     name = "negative control (weighted, no data file)"
     if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in registered_backends():

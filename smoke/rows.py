@@ -23,56 +23,24 @@ class Row:
     description: str
 
 
+def _cuda(machine: str, execution_required: bool, description: str) -> Row:
+    return Row(f"cuda_{machine}", machine, "cuda", "CudaBackend", "aoti_cuda_blob.ptd", needs_cuda=True,
+               execution_required=execution_required, weightless_writes_data=True, description=description)
+
+
+def _cpu(machine: str) -> Row:
+    # XNNPACK writes no data file for a model without weights (executorch 1.2.0 and 1.5.1).
+    return Row(f"cpu_{machine}", machine, "xnnpack", "XnnpackBackend", "model.ptd", needs_cuda=False,
+               execution_required=True, weightless_writes_data=False,
+               description=f"CPU wheel, {machine}: export through XNNPACK with weights in model.ptd, load and run on the CPU")
+
+
 ROWS: dict[str, Row] = {
     row.name: row
     for row in (
-        Row(
-            name="cuda_x86_64",
-            machine="x86_64",
-            backend="cuda",
-            delegate_id="CudaBackend",
-            data_file="aoti_cuda_blob.ptd",
-            needs_cuda=True,
-            execution_required=True,
-            weightless_writes_data=True,
-            description="CUDA wheel, x86_64: export, load with aoti_cuda_blob.ptd and run on the GPU (a GPU is required)",
-        ),
-        Row(
-            name="cuda_aarch64",
-            machine="aarch64",
-            backend="cuda",
-            delegate_id="CudaBackend",
-            data_file="aoti_cuda_blob.ptd",
-            needs_cuda=True,
-            execution_required=False,
-            weightless_writes_data=True,
-            description="CUDA wheel, aarch64: the same checks; export and execution skip, with the reason, where no GPU is visible",
-        ),
-        Row(
-            name="cpu_x86_64",
-            machine="x86_64",
-            backend="xnnpack",
-            delegate_id="XnnpackBackend",
-            data_file="model.ptd",
-            needs_cuda=False,
-            execution_required=True,
-            weightless_writes_data=False,
-            description="CPU wheel, x86_64: export through XNNPACK with weights in model.ptd, load and run on the CPU",
-        ),
-        Row(
-            name="cpu_aarch64",
-            machine="aarch64",
-            backend="xnnpack",
-            delegate_id="XnnpackBackend",
-            data_file="model.ptd",
-            needs_cuda=False,
-            execution_required=True,
-            weightless_writes_data=False,
-            description="CPU wheel, aarch64: export through XNNPACK with weights in model.ptd, load and run on the CPU",
-        ),
+        _cuda("x86_64", True, "CUDA wheel, x86_64: export, load with aoti_cuda_blob.ptd and run on the GPU (a GPU is required)"),
+        _cuda("aarch64", False, "CUDA wheel, aarch64: the same checks; export and execution skip, with the reason, where no GPU is visible"),
+        _cpu("x86_64"),
+        _cpu("aarch64"),
     )
 }
-
-
-def rows_for_machine(machine: str, *, needs_cuda: bool) -> list[Row]:
-    return [row for row in ROWS.values() if row.machine == machine and row.needs_cuda == needs_cuda]

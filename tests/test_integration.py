@@ -35,7 +35,7 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
     assert "PASS data file (weightless): no model.ptd written" in out
     sizes = re.search(r"PASS weights in the data file: model\.ptd is (\d+) B, (\d+) B over the weightless model's 0 B, ≥ the 128 B weight matrix", out)
     assert sizes and sizes.group(1) == sizes.group(2)
-    assert re.search(r"PASS run with data file \(weighted\): matched eager, max abs diff \S+ \(rtol 0.0001, atol 1e-05\)", out)
+    assert re.search(r"PASS run with data file \(weighted\): loaded with model\.ptd, matched eager, max abs diff \S+ \(rtol 0.0001, atol 1e-05\)", out)
     assert "PASS negative control (weighted, no data file)" in out
     assert re.search(r"cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped", out)
     data = json.loads(report.read_text())
