@@ -35,10 +35,12 @@ def test_data_file_present(copy_artifacts):
     assert result.measured["data_file_bytes"] == 384
 
 
+@pytest.mark.parametrize("source", [H200 / "weighted", CPU / "weighted"], ids=["cuda", "xnnpack"])
 @pytest.mark.parametrize("change", ["remove", "rename", "empty", "truncate"])
-def test_data_file_fails_when_missing_renamed_empty_or_truncated(copy_artifacts, change):
-    folder = copy_artifacts(H200 / "weighted")
-    path = folder / "aoti_cuda_blob.ptd"
+def test_data_file_fails_when_missing_renamed_empty_or_truncated(copy_artifacts, source, change):
+    folder = copy_artifacts(source)
+    name = next(p.name for p in source.iterdir() if p.suffix == ".ptd")
+    path = folder / name
     if change == "remove":
         path.unlink()
     elif change == "rename":
@@ -47,7 +49,7 @@ def test_data_file_fails_when_missing_renamed_empty_or_truncated(copy_artifacts,
         path.write_bytes(b"")
     else:
         path.write_bytes(path.read_bytes()[:200])
-    result = check_data_file("weighted", folder, "aoti_cuda_blob.ptd", required=True)
+    result = check_data_file("weighted", folder, name, required=True)
     assert result.status is Status.FAIL, result.reason
 
 
