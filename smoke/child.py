@@ -300,13 +300,13 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
     else:
         rec.check(skipped("weights in the data file", "not run: a data file is missing or unreadable"))
 
+    backends = registered_backends()
     for label, (model, example) in built.items():
         name = f"run with data file ({label})"
         if data[label].status is not Status.PASS:
             rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
             continue
         ptd = folders[label] / row.data_file
-        backends = registered_backends()
         if row.delegate_id not in backends:
             try:
                 run_program(folders[label] / "model.pte", ptd if ptd.exists() else None, example)
@@ -326,7 +326,7 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
         rec.check(compare(label, outputs, model(*example).detach(), loaded_with))
 
     name = "negative control (weighted, no data file)"
-    if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in registered_backends():
+    if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends:
         with rec.phase("negative control"):
             rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir))
     else:

@@ -8,6 +8,7 @@ that mean the gate could not run are caught here, once, and printed as one
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -59,12 +60,8 @@ def main(argv: list[str], row: str | None = None) -> int:
             value = getattr(args, flag)
             if value is not None and not value.is_dir():
                 raise UsageError(f"--{flag.replace('_', '-')} {str(value)!r} is not a directory")
-        options = gate.Options(
-            wheel=args.wheel, wheel_index=args.wheel_index, python=args.python, constraints=args.constraints, wheelhouse=args.wheelhouse,
-            no_deps=args.no_deps, torch_from=args.torch_from, torch_index=args.torch_index, venv_backend=args.venv_backend, env_dir=args.env_dir,
-            reuse_env=args.reuse_env, workdir=args.workdir, keep=args.keep, fail_fast=args.fail_fast,
-            timeout=args.timeout, report=args.report,
-        )
+        fields = {f.name for f in dataclasses.fields(gate.Options)}
+        options = gate.Options(**{k: v for k, v in vars(args).items() if k in fields})
         return gate.gate(ROWS[name], options)
     except GateError as exc:
         print(f"ERROR {exc}", file=sys.stderr, flush=True)

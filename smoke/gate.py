@@ -24,7 +24,6 @@ from smoke.rows import Row
 
 REPO = Path(__file__).resolve().parent.parent
 CHILD_CHECK = "child process"
-TAIL_LINES = 12
 
 
 @dataclass
@@ -70,7 +69,6 @@ def emit(run: Run, result: CheckResult) -> CheckResult:
 
 @dataclass
 class ChildOutcome:
-    results: list[CheckResult]
     facts: dict[str, Any]
     finished: bool
     returncode: int | None
@@ -79,7 +77,7 @@ class ChildOutcome:
     bad_lines: list[str]
 
 
-def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None], phases: dict) -> None:
+def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None]) -> None:
     try:
         record = json.loads(line)
         kind = record["kind"]
@@ -92,12 +90,10 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
         except ValueError as exc:
             outcome.bad_lines.append(str(exc)[:200])
             return
-        outcome.results.append(result)
         on_check(result)
     elif kind == "phase":
         if record.get("event") == "start":
             outcome.last_phase = record.get("name")
-            phases[record.get("name")] = time.monotonic()
             say(f"  ... {record.get('name')}")
         else:
             outcome.last_phase = None
@@ -111,8 +107,7 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
 def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
               on_check: Callable[[CheckResult], None]) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up."""
-    outcome = ChildOutcome([], {}, False, None, False, None, [])
-    phases: dict = {}
+    outcome = ChildOutcome({}, False, None, False, None, [])
     record.touch()
     with log.open("wb") as log_handle, record.open("r", encoding="utf-8") as reader:
         proc = subprocess.Popen(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
@@ -126,10 +121,10 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
             *lines, pending = pending.split("\n")
             for line in lines:
                 if line.strip():
-                    _parse_line(line, outcome, on_check, phases)
+                    _parse_line(line, outcome, on_check)
             if done:
                 if pending.strip():
-                    _parse_line(pending, outcome, on_check, phases)
+                    _parse_line(pending, outcome, on_check)
                 break
             if time.monotonic() > deadline:
                 outcome.timed_out = True
