@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import download, environment, pairing, wheel as wheels
+from smoke import download, environment, installed, pairing, shipped, wheel as wheels
 from smoke.errors import EXIT_FAILED
 from smoke.results import CheckResult, all_passed, failed, summary_line
 from smoke.rows import Row
@@ -166,8 +166,9 @@ def gate(row: Row, options: Options) -> int:
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
 
-    if row.needs_cuda:
-        result = emit(run, wheels.check_cuda_build(wheel))
+    libraries = shipped.read_libraries(wheel)
+    for result in shipped.run(wheel, row, libraries):
+        emit(run, result)
         if not result and options.fail_fast:
             return finish(run, options, None, start)
 
@@ -182,12 +183,15 @@ def gate(row: Row, options: Options) -> int:
     run.torch_source = env.torch_source
     say(f"environment ready in {time.monotonic() - t:.1f} s; torch from {env.torch_source}")
 
+    child_env = {**environment.env_without_pythonpath(), "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
+                 "PYTHONUNBUFFERED": "1"}
+    if not installed_checks(run, row, wheel, libraries, env.python, child_env, options):
+        return finish(run, options, None, start)
+
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     record, log = workdir / "record.jsonl", workdir / "child.log"
     record.write_text("")
-    child_env = {**environment.env_without_pythonpath(), "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
-                 "PYTHONUNBUFFERED": "1"}
     cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record)]
     if options.fail_fast:
         cmd.append("--fail-fast")
@@ -198,6 +202,25 @@ def gate(row: Row, options: Options) -> int:
     if verdict is not None:
         emit(run, verdict)
     return finish(run, options, workdir, start)
+
+
+def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, libraries: shipped.Libraries, python: Path,
+                     env: dict[str, str], options: Options) -> bool:
+    """The checks on the installed environment; False when fail-fast stops the run."""
+    say("  ... probing the environment (torch, the registered backends)")
+    t = time.monotonic()
+    facts = installed.run_probe(python, env, REPO)
+    say(f"  ... probing the environment: {time.monotonic() - t:.1f} s")
+    checks = [installed.check_torch_agrees, installed.check_delegate_registers]
+    for check in checks:
+        result = emit(run, shipped.timed(check, wheel, row, facts))
+        if not result and options.fail_fast:
+            return False
+    if row.needs_cuda:
+        result = emit(run, shipped.timed(installed.check_cuda_libraries_resolve, wheel, row, facts, libraries))
+        if not result and options.fail_fast:
+            return False
+    return True
 
 
 def finish(run: Run, options: Options, workdir: Path | None, start: float) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -21,6 +22,10 @@ class CheckResult:
     status: Status
     reason: str
     measured: dict[str, Any] = field(default_factory=dict)
+    seconds: float | None = None  # how long the check took, where it was timed
+
+    def with_seconds(self, seconds: float) -> "CheckResult":
+        return dataclasses.replace(self, seconds=round(seconds, 3))
 
     def __bool__(self) -> bool:
         return self.status is not Status.FAIL
@@ -29,7 +34,8 @@ class CheckResult:
         return f"{self.status.name} {self.name}: {self.reason}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status.value, "reason": self.reason, "measured": self.measured}
+        return {"name": self.name, "status": self.status.value, "reason": self.reason, "measured": self.measured,
+                "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> "CheckResult":
@@ -40,6 +46,7 @@ class CheckResult:
                 status=Status(record["status"]),
                 reason=str(record["reason"]),
                 measured=dict(record.get("measured") or {}),
+                seconds=None if record.get("seconds") is None else float(record["seconds"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a check record: {record!r} ({exc})") from exc

@@ -7,7 +7,7 @@ failure (execution required) or a printed skip.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,45 @@ class Row:
     execution_required: bool  # a missing device is a FAIL, not a SKIP
     weightless_writes_data: bool  # does the delegate write a data file for a model with no weights?
     description: str
+    # CUDA rows: the delegate's shared libraries (file names, anywhere under executorch/), each with
+    # the first release that ships it, and the GPU architectures the row claims, per CUDA train.
+    cuda_libraries: tuple[tuple[str, str], ...] = ()
+    cuda_archs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def archs_for(self, train: str) -> tuple[str, ...] | None:
+        """The architectures claimed for a CUDA train ('cu130'), or None if the row has no list for it."""
+        return self.cuda_archs.get(train)
+
+
+# The delegate's libraries, from the file list upstream's own CUDA wheel test expects
+# (.ci/scripts/wheel/test_cuda_linux.py, newest version): two in executorch/lib, and from 1.4
+# the AOTI shim layer under executorch/backends/cuda, which carries the device code.
+# Not checked against a real CUDA build of executorch: none is on PyPI.
+_CUDA_LIBRARIES = (
+    ("libexecutorch_backend_cuda.so", "1.0"),
+    ("libexecutorch_extension_cuda.so", "1.0"),
+    ("libaoti_cuda_shims.so", "1.4"),
+)
+
+
+def _sm(dotted: str) -> tuple[str, ...]:
+    return tuple(f"sm_{value.replace('.', '')}" for value in dotted.split())
+
+
+# The architectures each CUDA train claims, per machine: upstream's .ci/scripts/wheel/cuda_arch_list.sh
+# (the lists its wheel build compiles for). A train not listed here is a FAIL of the device-code check.
+_CUDA_ARCHS = {
+    "x86_64": {"cu126": _sm("8.0 8.6 8.9 9.0"), "cu130": _sm("8.0 8.6 8.9 9.0 10.0 12.0"),
+               "cu132": _sm("8.0 8.6 8.9 9.0 10.0 12.0")},
+    "aarch64": {"cu126": _sm("8.0 8.7 9.0"), "cu130": _sm("8.0 9.0 10.0 11.0 12.0"),
+                "cu132": _sm("8.0 9.0 10.0 11.0 12.0")},
+}
 
 
 def _cuda(machine: str, execution_required: bool, description: str) -> Row:
     return Row(f"cuda_{machine}", machine, "cuda", "CudaBackend", "aoti_cuda_blob.ptd", needs_cuda=True,
-               execution_required=execution_required, weightless_writes_data=True, description=description)
+               execution_required=execution_required, weightless_writes_data=True, description=description,
+               cuda_libraries=_CUDA_LIBRARIES, cuda_archs=_CUDA_ARCHS[machine])
 
 
 def _cpu(machine: str) -> Row:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import email.parser
 import hashlib
+import posixpath
+import stat
 import subprocess
 import sys
 import zipfile
@@ -21,7 +23,6 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from smoke.errors import InvalidWheel, WrongPlatform
-from smoke.results import CheckResult, failed, passed
 from smoke.rows import ROWS, Row
 
 PROJECT = "executorch"
@@ -83,6 +84,7 @@ def read_wheel(path: Path | str) -> Wheel:
         raise InvalidWheel(f"wheel {path.name!r} is of project {name!r}, not {PROJECT!r}; pass an executorch wheel")
     try:
         with zipfile.ZipFile(path) as archive:
+            _refuse_unsafe_entries(path.name, archive)
             files = tuple(archive.namelist())
             dist_info = f"{PROJECT}-{_dist_info_version(files)}.dist-info"
             metadata = archive.read(f"{dist_info}/METADATA").decode()
@@ -98,6 +100,22 @@ def read_wheel(path: Path | str) -> Wheel:
     except InvalidRequirement as exc:
         raise InvalidWheel(f"wheel {path.name!r} has an unreadable Requires-Dist: {exc}") from exc
     return Wheel(path, version, frozenset(tags), path.stat().st_size, _sha256(path), files, requires)
+
+
+def _refuse_unsafe_entries(filename: str, archive: zipfile.ZipFile) -> None:
+    """A wheel is untrusted: no entry may name a place outside the folder it is unpacked into."""
+    for info in archive.infolist():
+        name = info.filename
+        parts = PurePosixPath(name.replace("\\", "/")).parts
+        if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+            raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} is an absolute path")
+        if ".." in parts:
+            raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} climbs out of the tree with '..'")
+        if stat.S_ISLNK(info.external_attr >> 16):
+            target = archive.read(info).decode(errors="replace")
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+            if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+                raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} is a link to {target!r}, outside the tree")
 
 
 def _dist_info_version(files: tuple[str, ...]) -> str:
@@ -164,27 +182,3 @@ def check_interpreter(wheel: Wheel, interpreter: Interpreter) -> None:
         f"wheel {wheel.filename!r} is for {', '.join(wanted)}; this session's interpreter is "
         f"{interpreter.describe()}: run the gate with --python python{dotted} (or the path of a Python {dotted})"
     )
-
-
-def cuda_libraries(wheel: Wheel) -> list[str]:
-    """The CUDA delegate's shared libraries the wheel ships (checked: 1.2.0 and 1.5.1 PyPI file lists)."""
-    return sorted(
-        name for name in wheel.files
-        if name.startswith("executorch/") and ".so" in PurePosixPath(name).name and "cuda" in PurePosixPath(name).name
-    )
-
-
-def check_cuda_build(wheel: Wheel) -> CheckResult:
-    """A CUDA row needs a CUDA build: a +cuXXX local label and a CUDA delegate library."""
-    name = "CUDA build"
-    local = wheel.version.local or ""
-    libraries = cuda_libraries(wheel)
-    problems = []
-    if not local.startswith("cu"):
-        problems.append(f"version {wheel.version} has no +cuXXX local label" + (f" (it is +{local})" if local else ""))
-    if not libraries:
-        shipped = sorted(PurePosixPath(f).name for f in wheel.files if f.startswith("executorch/lib/") and ".so" in f)
-        problems.append(f"it ships no CUDA delegate library (executorch/lib has {', '.join(shipped) or 'no libraries'})")
-    if problems:
-        return failed(name, f"{wheel.filename!r} is a CPU build: {'; '.join(problems)}", local_version=local, cuda_libraries=libraries)
-    return passed(name, f"+{local}, ships {', '.join(libraries)}", local_version=local, cuda_libraries=libraries)

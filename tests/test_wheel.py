@@ -10,7 +10,7 @@ from smoke.errors import InvalidWheel, NoTorchPairing, WrongPlatform
 from smoke.pairing import constraints_for
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import Interpreter, check_cuda_build, check_interpreter, check_machine, platform_machine, read_wheel
+from smoke.wheel import Interpreter, check_interpreter, check_machine, platform_machine, read_wheel
 from tests.conftest import rewrite_wheel
 
 
@@ -28,25 +28,6 @@ def test_reads_pypi_wheel(wheel_x86_64):
     assert wheel.machines == {"x86_64"}
     assert any(req.name == "torchao" for req in wheel.requires_dist)
     assert len(wheel.sha256) == 64
-
-
-def test_cpu_build_fails_the_cuda_build_check(wheel_x86_64):
-    result = check_cuda_build(read_wheel(wheel_x86_64))
-    assert result.status is Status.FAIL
-    assert "is a CPU build" in result.reason and "no +cuXXX local label" in result.reason
-    assert "ships no CUDA delegate library" in result.reason
-
-
-def test_cuda_build_check_passes_only_with_label_and_library(wheel_x86_64, tmp_path):
-    name = wheel_x86_64.name.replace("1.5.1", "1.5.1+cu130")
-    relabel = lambda text: text.replace("Version: 1.5.1", "Version: 1.5.1+cu130")
-    labelled = rewrite_wheel(wheel_x86_64, tmp_path, new_name=name, metadata=relabel)
-    result = check_cuda_build(read_wheel(labelled))
-    assert result.status is Status.FAIL and "no CUDA delegate library" in result.reason
-    (tmp_path / "with-lib").mkdir()
-    complete = rewrite_wheel(labelled, tmp_path / "with-lib", add={"executorch/lib/libexecutorch_backend_cuda.so": b"\x7fELF"})
-    result = check_cuda_build(read_wheel(complete))
-    assert result.status is Status.PASS, result.reason
 
 
 def test_architecture_is_refused_naming_the_right_session(wheel_x86_64, wheel_aarch64):

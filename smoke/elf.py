@@ -1,0 +1,98 @@
+"""What the dynamic loader reads from a shared library: DT_NEEDED, DT_RPATH, DT_RUNPATH.
+
+Read with pyelftools from the bytes (a wheel member need not be extracted), and the
+``$ORIGIN`` entries resolved as the loader would, against the library's own folder.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from dataclasses import dataclass
+
+ELF_MAGIC = b"\x7fELF"
+# The driver comes with the GPU's driver install, never from a wheel, so it is not resolved.
+DRIVER_LIBRARIES = ("libcuda.so",)
+CUDA_LIBRARY_PREFIXES = ("libcud", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse", "libnvrtc",
+                         "libnvJitLink", "libnccl", "libnvToolsExt", "libcupti")
+# Folder names that only a build tree has.
+BUILD_TREE_PARTS = ("cmake-out", "pip-out", "CMakeFiles", "_deps", "build")
+
+
+class ElfError(ValueError):
+    """Bytes that are not a readable ELF shared library."""
+
+
+@dataclass(frozen=True)
+class Library:
+    path: str  # relative to site-packages, POSIX: executorch/lib/libexecutorch.so
+    needed: tuple[str, ...]
+    search_path: tuple[str, ...]  # RUNPATH entries, or RPATH where there is no RUNPATH
+    tag: str  # "RUNPATH", "RPATH" or "" for none
+
+    @property
+    def cuda_needed(self) -> tuple[str, ...]:
+        """The CUDA libraries it links that a wheel must provide (not the driver)."""
+        return tuple(
+            name for name in self.needed
+            if name.startswith(CUDA_LIBRARY_PREFIXES) and not name.startswith(DRIVER_LIBRARIES)
+        )
+
+    @property
+    def links_cuda(self) -> bool:
+        return any(name.startswith(CUDA_LIBRARY_PREFIXES) for name in self.needed)
+
+
+def is_elf(data: bytes) -> bool:
+    return data[:4] == ELF_MAGIC
+
+
+def read_library(path: str, data: bytes) -> Library:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        dynamic = elf.get_section_by_name(".dynamic")
+        needed, runpath, rpath = [], [], []
+        for tag in dynamic.iter_tags() if dynamic is not None else ():
+            kind = tag.entry.d_tag
+            if kind == "DT_NEEDED":
+                needed.append(tag.needed)
+            elif kind == "DT_RUNPATH":
+                runpath.extend(tag.runpath.split(":"))
+            elif kind == "DT_RPATH":
+                rpath.extend(tag.rpath.split(":"))
+    except (ELFError, ValueError, KeyError) as exc:
+        raise ElfError(f"{path} is not a readable ELF library ({exc})") from exc
+    # The loader ignores DT_RPATH when DT_RUNPATH is present.
+    if runpath:
+        return Library(path, tuple(needed), tuple(e for e in runpath if e), "RUNPATH")
+    return Library(path, tuple(needed), tuple(e for e in rpath if e), "RPATH" if rpath else "")
+
+
+def resolve(library: str, entry: str) -> str | None:
+    """An ``$ORIGIN`` entry as a path relative to site-packages, or None if it climbs out of it.
+
+    ``executorch/lib/libx.so`` with ``$ORIGIN/../../torch/lib`` gives ``torch/lib``.
+    """
+    origin = posixpath.dirname(library)
+    relative = entry.replace("${ORIGIN}", "$ORIGIN").replace("$ORIGIN", origin or ".", 1)
+    normal = posixpath.normpath(relative)
+    if normal == ".." or normal.startswith("../") or posixpath.isabs(normal):
+        return None
+    return "" if normal == "." else normal
+
+
+def entry_problem(library: str, entry: str) -> str | None:
+    """Why the loader would search somewhere no user has, or None if the entry is sound."""
+    if entry.startswith("/"):
+        return "an absolute path (it names the build machine)"
+    if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
+        return "relative to the working directory, not to $ORIGIN"
+    parts = entry.split("/")
+    if any(part in BUILD_TREE_PARTS for part in parts):
+        return "a build-tree folder"
+    if resolve(library, entry) is None:
+        return "outside site-packages"
+    return None

@@ -1,0 +1,262 @@
+"""The checks on the wheel file, on PyPI's real wheels and on copies changed in one thing.
+
+The "CUDA wheel" here is PyPI's 1.5.1 x86_64 wheel relabelled +cu130, declaring the CUDA 13
+runtime, with the delegate's three libraries added: the two in executorch/lib are copies of a
+real CPU library (they link no CUDA), the AOTI shim layer is a real nvcc 13.0 library with
+device code for the cu130 x86_64 list (tests/data/device-code, built by build.sh there).
+Each test then breaks one thing in a copy of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zipfile
+
+import pytest
+
+from smoke import devicecode, shipped
+from smoke.errors import InvalidWheel
+from smoke.results import Status
+from smoke.rows import ROWS
+from smoke.wheel import read_wheel
+from tests.conftest import DEVICE_CODE, rewrite_wheel
+
+CUDA_ROW = ROWS["cuda_x86_64"]
+CPU_ROW = ROWS["cpu_x86_64"]
+SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
+RUNTIME = 'nvidia-cuda-runtime==13.0.96; platform_system == "Linux"'
+
+
+def relabel(version: str, requirement: str | None = RUNTIME):
+    def edit(text: str) -> str:
+        text = text.replace("Version: 1.5.1", f"Version: {version}", 1)
+        if requirement:
+            text = text.replace("Requires-Dist: expecttest", f"Requires-Dist: {requirement}\nRequires-Dist: expecttest", 1)
+        return text
+    return edit
+
+
+def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel_path) as archive:
+        cpu_library = archive.read("executorch/lib/libexecutorch_etdump.so")
+    return {
+        "executorch/lib/libexecutorch_backend_cuda.so": cpu_library,
+        "executorch/lib/libexecutorch_extension_cuda.so": cpu_library,
+        SHIMS: shims if shims is not None else (DEVICE_CODE / "libcovers_cu130.so").read_bytes(),
+    }
+
+
+def make_cuda_wheel(wheel_x86_64, folder, *, label="1.5.1+cu130", requirement=RUNTIME, parts=None, drop=()):
+    name = wheel_x86_64.name.replace("1.5.1", label)
+    return read_wheel(rewrite_wheel(wheel_x86_64, folder, new_name=name, metadata=relabel(label, requirement),
+                                    add=cuda_parts(wheel_x86_64) if parts is None else parts, drop=drop))
+
+
+@pytest.fixture(scope="module")
+def cuda_wheel(slim_x86_64, tmp_path_factory):
+    return make_cuda_wheel(slim_x86_64, tmp_path_factory.mktemp("cuda-wheel"))
+
+
+@pytest.fixture(scope="module")
+def pypi(wheel_x86_64):
+    return read_wheel(wheel_x86_64)
+
+
+@pytest.fixture(scope="module")
+def cuobjdump():
+    found = devicecode.find_cuobjdump()
+    assert found, "the tests need cuobjdump: requirements-test.txt installs nvidia-cuda-cuobjdump"
+    return found
+
+
+def check(fn, wheel, row=CUDA_ROW):
+    return fn(wheel, row, shipped.read_libraries(wheel))
+
+
+# --- the synthetic CUDA wheel passes every check -----------------------------------
+
+def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
+    results = list(shipped.run(cuda_wheel, CUDA_ROW))
+    assert [r.name for r in results] == ["CUDA build", "CUDA libraries", "CUDA runtime declared", "library RUNPATH",
+                                         "device code", "wheel RECORD"]
+    assert all(r.status is Status.PASS for r in results), [r.line() for r in results]
+    device = results[4]
+    assert device.measured["libraries"][SHIMS] == {"sm": ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"], "ptx": ["sm_120"]}
+    assert all(r.seconds is not None for r in results)
+
+
+# --- CUDA build and CUDA libraries ------------------------------------------------------
+
+def test_pypi_cpu_build_fails_cuda_build_and_libraries(pypi):
+    build = check(shipped.check_cuda_build, pypi)
+    assert build.status is Status.FAIL and "is a CPU build: version 1.5.1 has no +cuXXX local label" in build.reason
+    libraries = check(shipped.check_cuda_libraries, pypi)
+    assert libraries.status is Status.FAIL
+    assert "libexecutorch_backend_cuda.so, libexecutorch_extension_cuda.so, libaoti_cuda_shims.so missing" in libraries.reason
+    assert "libexecutorch_backend_xnnpack.so" in libraries.reason  # what it does ship, named
+
+
+def test_a_cpu_label_is_not_a_cuda_build(slim_x86_64, tmp_path):
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cpu")
+    result = check(shipped.check_cuda_build, wheel)
+    assert result.status is Status.FAIL and "(it is +cpu)" in result.reason
+
+
+def test_removing_the_shim_library_fails_cuda_libraries(slim_x86_64, cuda_wheel, tmp_path):
+    parts = cuda_parts(slim_x86_64)
+    del parts[SHIMS]
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, parts=parts)
+    result = check(shipped.check_cuda_libraries, wheel)
+    assert result.status is Status.FAIL and "libaoti_cuda_shims.so missing" in result.reason
+    assert check(shipped.check_cuda_libraries, cuda_wheel).status is Status.PASS
+
+
+def test_the_shim_library_is_not_expected_before_1_4(slim_x86_64, tmp_path):
+    parts = cuda_parts(slim_x86_64)
+    del parts[SHIMS]
+    older = make_cuda_wheel(slim_x86_64, tmp_path, label="1.3.0+cu130", parts=parts)
+    assert check(shipped.check_cuda_libraries, older).status is Status.PASS
+
+
+# --- CUDA runtime declared ---------------------------------------------------------------
+
+def test_pypi_declares_no_cuda_runtime(pypi):
+    result = check(shipped.check_cuda_runtime_declared, pypi)
+    assert result.status is Status.FAIL and "names no nvidia-* CUDA runtime package for Linux x86_64" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("requirement", "status", "reason"),
+    [
+        (RUNTIME, Status.PASS, "1 CUDA 13 requirements: nvidia-cuda-runtime==13.0.96"),
+        (None, Status.FAIL, "names no nvidia-* CUDA runtime package"),
+        ("nvidia-cuda-runtime-cu12==12.8.90", Status.FAIL, "+cu130 is CUDA 13, but Requires-Dist has nvidia-cuda-runtime-cu12==12.8.90 (CUDA 12)"),
+        ("nvidia-cuda-runtime", Status.FAIL, "(names no CUDA major)"),
+        # A marker for another machine: on the x86_64 row, nothing is declared.
+        ('nvidia-cuda-runtime==13.0.96; platform_machine == "aarch64"', Status.FAIL, "names no nvidia-* CUDA runtime package"),
+        ('nvidia-cuda-runtime==13.0.96; extra == "cuda"', Status.FAIL, "names no nvidia-* CUDA runtime package"),
+    ],
+)
+def test_cuda_runtime_declaration_table(slim_x86_64, tmp_path, requirement, status, reason):
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, requirement=requirement)
+    result = check(shipped.check_cuda_runtime_declared, wheel)
+    assert result.status is status and reason in result.reason, result.reason
+
+
+# --- library RUNPATH ------------------------------------------------------------------------
+
+def test_runpath_reads_the_real_torch_lib_entries_of_pypi(pypi):
+    result = check(shipped.check_library_runpath, pypi, CPU_ROW)
+    assert result.status is Status.PASS, result.reason
+    entries = result.measured["entries"]
+    assert "$ORIGIN/../../../torch/lib" in entries["executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so"]
+    assert result.measured["libraries"] == 18
+
+
+def test_runpath_on_a_cuda_row_fails_on_a_wheel_linking_no_cuda(pypi):
+    result = check(shipped.check_library_runpath, pypi)
+    assert result.status is Status.FAIL and "no shipped library links a CUDA library" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("library", "where", "reason"),
+    [
+        ("libabsolute_rpath.so", SHIMS, "RUNPATH entry '/usr/local/cuda-13.0/lib64' is an absolute path"),
+        # The right library one folder too shallow: its entry climbs out of site-packages.
+        ("libcovers_cu130.so", "executorch/lib/libaoti_cuda_shims.so", "is outside site-packages"),
+    ],
+)
+def test_runpath_defects_fail_naming_library_and_entry(slim_x86_64, tmp_path, library, where, reason):
+    parts = cuda_parts(slim_x86_64)
+    del parts[SHIMS]
+    parts[where] = (DEVICE_CODE / library).read_bytes()
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, parts=parts)
+    result = check(shipped.check_library_runpath, wheel)
+    assert result.status is Status.FAIL and where in result.reason and reason in result.reason, result.reason
+
+
+def test_runpath_into_an_undeclared_cuda_package_fails(slim_x86_64, tmp_path):
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, requirement=None)
+    result = check(shipped.check_library_runpath, wheel)
+    assert result.status is Status.FAIL
+    assert f"{SHIMS} links libcudart.so.13 but no RUNPATH entry leads to it" in result.reason
+
+
+# --- device code ---------------------------------------------------------------------------
+
+def test_device_code_single_architecture_library_fails(slim_x86_64, tmp_path, cuobjdump):
+    parts = cuda_parts(slim_x86_64, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes())
+    result = check(shipped.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
+    assert result.status is Status.FAIL
+    assert f"{SHIMS} has no machine code for sm_80, sm_86, sm_89, sm_100, sm_120" in result.reason
+    assert "has no PTX for sm_120" in " ".join(result.measured["problems"])
+
+
+def test_device_code_for_an_architecture_the_row_does_not_claim_fails(cuda_wheel, cuobjdump):
+    narrow = dataclasses.replace(CUDA_ROW, cuda_archs={"cu130": ("sm_90", "sm_120")})
+    result = check(shipped.check_device_code, cuda_wheel, narrow)
+    assert result.status is Status.FAIL
+    assert "has machine code for sm_80, sm_86, sm_89, sm_100, which the row does not claim" in result.reason
+
+
+def test_device_code_for_a_train_with_no_list_fails(slim_x86_64, tmp_path, cuobjdump):
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cu999", requirement="nvidia-cuda-runtime==99.0")
+    result = check(shipped.check_device_code, wheel)
+    assert result.status is Status.FAIL and "has no architecture list for cu999: add one to smoke/rows.py" in result.reason
+
+
+def test_device_code_without_cuobjdump_fails_with_the_fix(cuda_wheel, monkeypatch):
+    monkeypatch.setattr(devicecode, "find_cuobjdump", lambda *a: None)
+    result = check(shipped.check_device_code, cuda_wheel)
+    assert result.status is Status.FAIL and "cuobjdump not found" in result.reason and "pip install nvidia-cuda-cuobjdump" in result.reason
+
+
+def test_device_code_in_no_library_fails(slim_x86_64, tmp_path, cuobjdump):
+    # The shim layer without its fatbin: a CPU library under the right name.
+    parts = cuda_parts(slim_x86_64)
+    parts[SHIMS] = parts["executorch/lib/libexecutorch_backend_cuda.so"]
+    result = check(shipped.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
+    assert result.status is Status.FAIL and "no shipped library carries GPU code" in result.reason
+
+
+# --- wheel RECORD ---------------------------------------------------------------------------
+
+def test_record_passes_on_pypi(pypi):
+    result = check(shipped.check_record, pypi, CPU_ROW)
+    assert result.status is Status.PASS and result.measured["files"] == len([f for f in pypi.files if not f.endswith("/")])
+
+
+def test_a_changed_file_fails_record(slim_x86_64, tmp_path):
+    changed = rewrite_wheel(slim_x86_64, tmp_path, add={"executorch/lib/libexecutorch.so": b"\x7fELF not the real one"},
+                            update_record=False)
+    result = check(shipped.check_record, read_wheel(changed), CPU_ROW)
+    assert result.status is Status.FAIL and "executorch/lib/libexecutorch.so does not match its RECORD hash" in result.reason
+
+
+def test_an_unlisted_file_fails_record(slim_x86_64, tmp_path):
+    extra = rewrite_wheel(slim_x86_64, tmp_path, add={"executorch/extra.py": b"print('hi')\n"}, update_record=False)
+    result = check(shipped.check_record, read_wheel(extra), CPU_ROW)
+    assert result.status is Status.FAIL and "executorch/extra.py is not in RECORD" in result.reason
+
+
+# --- an untrusted wheel is refused by name ----------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [("../escape.txt", "climbs out of the tree with '..'"), ("/etc/passwd-copy", "is an absolute path")],
+)
+def test_unsafe_entries_are_refused(slim_x86_64, tmp_path, entry, message):
+    bad = rewrite_wheel(slim_x86_64, tmp_path, add={entry: b"x"})
+    with pytest.raises(InvalidWheel, match=message):
+        read_wheel(bad)
+
+
+def test_a_link_out_of_the_tree_is_refused(slim_x86_64, tmp_path):
+    bad = tmp_path / slim_x86_64.name
+    rewrite_wheel(slim_x86_64, tmp_path)
+    with zipfile.ZipFile(bad, "a") as archive:
+        link = zipfile.ZipInfo("executorch/lib/evil.so")
+        link.external_attr = (0o120777 << 16)
+        archive.writestr(link, "../../../../usr/lib/libc.so.6")
+    with pytest.raises(InvalidWheel, match=r"'executorch/lib/evil.so' is a link to '../../../../usr/lib/libc.so.6', outside the tree"):
+        read_wheel(bad)
