@@ -17,18 +17,30 @@ import nox
 sys.path.insert(0, str(Path(__file__).parent))
 
 from smoke import cli  # noqa: E402
+from smoke.errors import EXIT_CANNOT_RUN  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
 
 nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "virtualenv"
 
 
+def _verdict(session: nox.Session, name: str, code: int) -> None:
+    """Exit 1 (through nox) when the wheel failed; exit 2 at once when the gate could not run.
+
+    Never session.skip(): nox counts a skip as a success. nox ends every failed session
+    with exit 1, so "could not run" leaves nox with SystemExit(2) instead; sessions
+    named after it on the same command line then do not run.
+    """
+    if code == EXIT_CANNOT_RUN:
+        session.log(f"{name} could not run (exit {code})")
+        raise SystemExit(code)
+    if code:
+        session.error(f"{name}: FAILED (exit {code})")
+
+
 def _row_session(row: str):
     def session(session: nox.Session) -> None:
-        code = cli.main(list(session.posargs), row=row)
-        if code:
-            # Never session.skip(): nox counts a skip as a success.
-            session.error(f"{row} exited {code}")
+        _verdict(session, row, cli.main(list(session.posargs), row=row))
 
     session.__doc__ = ROWS[row].description
     session.__name__ = row
@@ -37,6 +49,18 @@ def _row_session(row: str):
 
 for _name in ROWS:
     nox.session(name=_name, venv_backend="none")(_row_session(_name))
+
+
+@nox.session(venv_backend="none")
+def inspect(session: nox.Session) -> None:
+    """Check a wheel file with nothing installed: tags, CUDA libraries and runtime, RUNPATH, device code, RECORD (-- WHEEL [--row ROW])."""
+    _verdict(session, "inspect", cli.inspect_main(list(session.posargs)))
+
+
+@nox.session(venv_backend="none")
+def summary(session: nox.Session) -> None:
+    """Merge the rows' JSON reports into one table; fail if a row failed, is missing, or skipped what it must run (-- REPORTS_DIR)."""
+    _verdict(session, "summary", cli.summary_main(list(session.posargs)))
 
 
 @nox.session(python="3.11")

@@ -1,4 +1,4 @@
-"""The command line of a row: ``python -m smoke ROW WHEEL [options]``.
+"""The command line of a row: ``python -m smoke ROW WHEEL [options]`` (and ``python -m smoke inspect WHEEL``).
 
 ``nox -s ROW -- WHEEL [options]`` calls ``main`` with the same words. Errors
 that mean the gate could not run are caught here, once, and printed as one
@@ -44,13 +44,64 @@ def parser(row: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the temporary artifacts folder even on success")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
-    p.add_argument("--report", type=Path, help="write the run's JSON report to this file")
+    _report_options(p)
     return p
+
+
+def _report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report-dir", type=Path, metavar="DIR",
+                   help="write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml")
+
+
+def inspect_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="nox -s inspect --", description="Run the checks on the wheel file alone: no environment, no GPU, no torch.")
+    p.add_argument("wheel", type=Path, help="the executorch .whl to inspect")
+    p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
+                   help="judge against this row (repeatable; default: every row of the wheel's architecture)")
+    p.add_argument("--fail-fast", action="store_true", help="stop each row at its first failed check")
+    _report_options(p)
+    return p
+
+
+def inspect_main(argv: list[str]) -> int:
+    from smoke import gate, inspect
+
+    try:
+        args = inspect_parser().parse_args(argv)
+        return inspect.inspect(gate.Options(wheel=args.wheel, fail_fast=args.fail_fast, report_dir=args.report_dir), args.row)
+    except GateError as exc:
+        print(f"ERROR {exc}", file=sys.stderr, flush=True)
+        return EXIT_CANNOT_RUN
+
+
+def summary_parser() -> argparse.ArgumentParser:
+    from smoke.rows import RELEASE_ROWS
+
+    p = _Parser(prog="nox -s summary --", description="Merge the rows' JSON reports into one table and decide the release.")
+    p.add_argument("reports", type=Path, help="the folder the rows wrote their reports to (searched recursively)")
+    p.add_argument("--release", choices=sorted(RELEASE_ROWS), default="all", help="which rows the release needs (default: all)")
+    p.add_argument("--output", type=Path, help="also write the Markdown table and verdict to this file")
+    return p
+
+
+def summary_main(argv: list[str]) -> int:
+    from smoke import summary
+
+    try:
+        args = summary_parser().parse_args(argv)
+        return summary.summary(args.reports, args.release, args.output)
+    except GateError as exc:
+        print(f"ERROR {exc}", file=sys.stderr, flush=True)
+        return EXIT_CANNOT_RUN
 
 
 def main(argv: list[str], row: str | None = None) -> int:
     from smoke import gate  # after argument parsing errors are possible
 
+    if row is None and argv[:1] == ["inspect"]:
+        return inspect_main(argv[1:])
+    if row is None and argv[:1] == ["summary"]:
+        return summary_main(argv[1:])
     try:
         args = parser(row).parse_args(argv)
         name = row or args.row

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import download, environment, installed, pairing, shipped, wheel as wheels
+from smoke import download, environment, installed, pairing, report, shipped, wheel as wheels
+from smoke.report import Run
 from smoke.errors import EXIT_FAILED
 from smoke.results import CheckResult, all_passed, failed, summary_line
 from smoke.rows import Row
@@ -43,18 +45,7 @@ class Options:
     keep: bool = False
     fail_fast: bool = False
     timeout: float = 1800.0
-    report: Path | None = None
-
-
-@dataclass
-class Run:
-    """What one row's run decided and measured; the report is made from it."""
-
-    row: str
-    wheel: str = ""
-    results: list[CheckResult] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
-    torch_source: str = ""
+    report_dir: Path | None = None
 
 
 def say(text: str) -> None:
@@ -67,6 +58,19 @@ def emit(run: Run, result: CheckResult) -> CheckResult:
     return result
 
 
+@contextmanager
+def phase(run: Run, name: str):
+    """A phase of the parent: printed when it starts and with its duration, and recorded."""
+    say(f"  ... {name}")
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        seconds = round(time.monotonic() - start, 3)
+        run.phases.append({"name": name, "seconds": seconds})
+        say(f"  ... {name}: {seconds:.1f} s")
+
+
 @dataclass
 class ChildOutcome:
     facts: dict[str, Any]
@@ -77,7 +81,8 @@ class ChildOutcome:
     bad_lines: list[str]
 
 
-def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None]) -> None:
+def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None],
+                on_phase: Callable[[str, float], None] = lambda name, seconds: None) -> None:
     try:
         record = json.loads(line)
         kind = record["kind"]
@@ -98,6 +103,7 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
         else:
             outcome.last_phase = None
             say(f"  ... {record.get('name')}: {record.get('seconds')} s")
+            on_phase(str(record.get("name")), record.get("seconds"))
     elif kind == "facts":
         outcome.facts = {k: v for k, v in record.items() if k != "kind"}
     elif kind == "end":
@@ -105,7 +111,8 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
 
 
 def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
-              on_check: Callable[[CheckResult], None]) -> ChildOutcome:
+              on_check: Callable[[CheckResult], None],
+              on_phase: Callable[[str, float], None] = lambda name, seconds: None) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up."""
     outcome = ChildOutcome({}, False, None, False, None, [])
     record.touch()
@@ -121,10 +128,10 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
             *lines, pending = pending.split("\n")
             for line in lines:
                 if line.strip():
-                    _parse_line(line, outcome, on_check)
+                    _parse_line(line, outcome, on_check, on_phase)
             if done:
                 if pending.strip():
-                    _parse_line(pending, outcome, on_check)
+                    _parse_line(pending, outcome, on_check, on_phase)
                 break
             if time.monotonic() > deadline:
                 outcome.timed_out = True
@@ -155,37 +162,35 @@ def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult
 def gate(row: Row, options: Options) -> int:
     run = Run(row.name)
     start = time.monotonic()
+    if options.report_dir is not None:
+        report.check_writable(options.report_dir)
     interpreter = wheels.probe_interpreter(options.python)
     path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
-    say(f"reading {path}")
-    wheel = wheels.read_wheel(path)
-    run.wheel = wheel.filename
-    wheels.check_machine(wheel, row)
-    wheels.check_interpreter(wheel, interpreter)
-    constraints = pairing.constraints_for(wheel, options.constraints)
+    with phase(run, f"reading the wheel {path}"):
+        wheel = wheels.read_wheel(path)
+        wheels.check_machine(wheel, row)
+        wheels.check_interpreter(wheel, interpreter)
+        constraints = pairing.constraints_for(wheel, options.constraints)
+    run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
 
-    libraries = shipped.read_libraries(wheel)
-    for result in shipped.run(wheel, row, libraries):
-        emit(run, result)
-        if not result and options.fail_fast:
-            return finish(run, options, None, start)
+    if not file_checks(run, row, wheel, options):
+        return finish(run, options, None, start)
 
     env_options = environment.EnvOptions(
         location=options.env_dir or REPO / ".gate" / "envs" / row.name,
         constraints=constraints, wheelhouse=options.wheelhouse, no_deps=options.no_deps,
         torch_from=options.torch_from, torch_index=options.torch_index, backend=options.venv_backend, reuse=options.reuse_env,
     )
-    say(f"building the environment in {env_options.location} ({options.venv_backend}, {interpreter.describe()})")
-    t = time.monotonic()
-    env = environment.build(wheel, interpreter, env_options, say)
+    with phase(run, f"building the environment in {env_options.location} ({options.venv_backend}, {interpreter.describe()})"):
+        env = environment.build(wheel, interpreter, env_options, say)
     run.torch_source = env.torch_source
-    say(f"environment ready in {time.monotonic() - t:.1f} s; torch from {env.torch_source}")
+    say(f"torch from {env.torch_source}")
 
     child_env = {**environment.env_without_pythonpath(), "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
                  "PYTHONUNBUFFERED": "1"}
-    if not installed_checks(run, row, wheel, libraries, env.python, child_env, options):
+    if not installed_checks(run, row, wheel, run.libraries, env.python, child_env, options):
         return finish(run, options, None, start)
 
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-"))
@@ -196,7 +201,8 @@ def gate(row: Row, options: Options) -> int:
     if options.fail_fast:
         cmd.append("--fail-fast")
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
-    outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r))
+    outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r),
+                        lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}))
     run.facts = outcome.facts
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
@@ -204,13 +210,22 @@ def gate(row: Row, options: Options) -> int:
     return finish(run, options, workdir, start)
 
 
+def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
+    """The checks on the wheel file itself (``smoke.shipped``); False when fail-fast stops the run."""
+    with phase(run, "checking what the wheel ships"):
+        run.libraries = shipped.read_libraries(wheel)
+        for result in shipped.run(wheel, row, run.libraries):
+            emit(run, result)
+            if not result and options.fail_fast:
+                return False
+    return True
+
+
 def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, libraries: shipped.Libraries, python: Path,
                      env: dict[str, str], options: Options) -> bool:
     """The checks on the installed environment; False when fail-fast stops the run."""
-    say("  ... probing the environment (torch, the registered backends)")
-    t = time.monotonic()
-    facts = installed.run_probe(python, env, REPO)
-    say(f"  ... probing the environment: {time.monotonic() - t:.1f} s")
+    with phase(run, "probing the environment (torch, the registered backends)"):
+        facts = installed.run_probe(python, env, REPO)
     checks = [installed.check_torch_agrees, installed.check_delegate_registers]
     for check in checks:
         result = emit(run, shipped.timed(check, wheel, row, facts))
@@ -223,37 +238,25 @@ def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, libraries: shipped
     return True
 
 
-def finish(run: Run, options: Options, workdir: Path | None, start: float) -> int:
+def finish(run: Run, options, workdir: Path | None, start: float) -> int:
     facts = run.facts
     if facts:
         device = facts.get("device") or {}
         say(f"executorch {facts.get('executorch')}, torch {facts.get('torch')} (from {run.torch_source}), "
             f"Python {facts.get('python')}, device {device.get('device_name', 'none')}{' ' + device['sm'] if 'sm' in device else ''}")
     ok = all_passed(run.results)
-    if options.report is not None:
-        write_report(run, options.report, ok, time.monotonic() - start)
-        say(f"report: {options.report}")
+    run.exit_code = 0 if ok else EXIT_FAILED
+    run.seconds = time.monotonic() - start
+    if options.report_dir is not None:
+        written = report.write(run, options.report_dir)
+        say(f"reports: {', '.join(str(p) for p in written)}")
+    summary = report.append_step_summary(run)
+    if summary is not None:
+        say(f"step summary: appended to {summary}")
     if workdir is not None:
         if ok and not options.keep and options.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             say(f"artifacts kept in {workdir}")
-    say(f"{run.row}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {time.monotonic() - start:.1f} s")
-    return 0 if ok else EXIT_FAILED
-
-
-REPORT_SCHEMA = 1
-
-
-def write_report(run: Run, path: Path, ok: bool, seconds: float) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "schema": REPORT_SCHEMA,
-        "row": run.row,
-        "wheel": run.wheel,
-        "torch_source": run.torch_source,
-        "facts": run.facts,
-        "checks": [r.to_json() for r in run.results],
-        "verdict": "pass" if ok else "fail",
-        "seconds": round(seconds, 1),
-    }, indent=2, default=str) + "\n")
+    say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {run.seconds:.1f} s")
+    return run.exit_code

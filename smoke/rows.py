@@ -78,3 +78,13 @@ ROWS: dict[str, Row] = {
         _cpu("aarch64"),
     )
 }
+
+
+# What a release needs, in one place: the rows whose reports the matrix summary requires,
+# and the checks a row that must execute may not skip (a skip there is work that did not happen).
+RELEASE_ROWS: dict[str, tuple[str, ...]] = {
+    "cuda": ("cuda_x86_64", "cuda_aarch64"),
+    "cpu": ("cpu_x86_64", "cpu_aarch64"),
+    "all": ("cuda_x86_64", "cuda_aarch64", "cpu_x86_64", "cpu_aarch64"),
+}
+MUST_EXECUTE = ("run with data file (weightless)", "run with data file (weighted)", "negative control (weighted, no data file)")

@@ -1,0 +1,41 @@
+"""``nox -s inspect -- WHEEL [--row ROW]``: the checks that need no environment and no GPU.
+
+They are the same functions a row runs before it builds its environment
+(``smoke.shipped``), on the wheel file alone: any interpreter runs them, whatever the
+wheel's Python tag, and nothing is installed. With no ``--row``, every row of the
+wheel's architecture is judged, each with its own verdict line and report.
+"""
+
+from __future__ import annotations
+
+import time
+
+from smoke import gate, report, wheel as wheels
+from smoke.report import Run
+from smoke.rows import ROWS, Row
+
+
+def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
+    if names:
+        rows = [ROWS[name] for name in names]
+        for row in rows:
+            wheels.check_machine(wheel, row)
+        return rows
+    return [row for row in ROWS.values() if row.machine in wheel.machines or "any" in wheel.machines]
+
+
+def inspect(options: gate.Options, names: list[str]) -> int:
+    if options.report_dir is not None:
+        report.check_writable(options.report_dir)
+    start = time.monotonic()
+    wheel = wheels.read_wheel(options.wheel)
+    rows = rows_for(wheel, names)
+    gate.say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
+             f"read in {time.monotonic() - start:.2f} s; rows: {', '.join(r.name for r in rows)}")
+    codes = []
+    for row in rows:
+        row_start = time.monotonic()
+        run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
+        gate.file_checks(run, row, wheel, options)
+        codes.append(gate.finish(run, options, None, row_start))
+    return max(codes)

@@ -1,0 +1,68 @@
+"""`nox -s inspect -- WHEEL`: PyPI's real wheels, both architectures, with nothing installed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.conftest import REPO
+from tests.test_cli import nox
+
+SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
+
+
+def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_row(wheel_x86_64, tmp_path):
+    start = time.monotonic()
+    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--report-dir", str(tmp_path))
+    seconds = time.monotonic() - start
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
+    assert "FAIL CUDA libraries: the CUDA delegate's libraries are not in the wheel" in out
+    assert "FAIL CUDA runtime declared: the wheel's Requires-Dist names no nvidia-* CUDA runtime package" in out
+    assert "inspect-cuda_x86_64: FAILED: 1 passed, 5 failed, 0 skipped" in out
+    assert "inspect-cpu_x86_64: PASSED: 2 passed, 0 failed, 0 skipped" in out
+    assert seconds < 15, seconds  # nothing is installed: reading and checking the 19 MB wheel only
+    for row in ("cuda_x86_64", "cpu_x86_64"):
+        report = json.loads((tmp_path / f"inspect-{row}.json").read_text())
+        jsonschema.validate(report, SCHEMA)
+        assert report["mode"] == "inspect" and report["wheel"]["file"] == wheel_x86_64.name
+        for check in report["checks"]:
+            assert f"{check['status'].upper()} {check['name']}: {check['reason']}" in out
+
+
+def test_inspect_of_the_aarch64_wheel_judges_the_aarch64_rows(wheel_aarch64):
+    proc = nox("-s", "inspect", "--", str(wheel_aarch64))
+    assert proc.returncode == 1
+    assert "rows: cuda_aarch64, cpu_aarch64" in proc.stdout
+    assert "inspect-cpu_aarch64: PASSED" in proc.stdout and "inspect-cuda_aarch64: FAILED" in proc.stdout
+
+
+def test_inspect_with_a_row_judges_that_row_only(wheel_x86_64):
+    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "inspect-cuda_x86_64" not in proc.stdout
+
+
+def test_inspect_runs_on_any_interpreter_whatever_the_python_tag(wheel_x86_64, tmp_path):
+    # The cp311 wheel renamed cp312: a row would refuse it on Python 3.11; inspect reads it.
+    from tests.conftest import rewrite_wheel
+
+    other = rewrite_wheel(wheel_x86_64, tmp_path, new_name=wheel_x86_64.name.replace("cp311-cp311", "cp312-cp312"))
+    proc = nox("-s", "inspect", "--", str(other), "--row", "cpu_x86_64")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [([], "the following arguments are required: wheel"), (["{tmp}/missing.whl"], "does not exist"),
+     (["{wheel}", "--row", "cuda_aarch64"], "the cuda_aarch64 row needs aarch64")],
+)
+def test_inspect_bad_input_is_one_line_and_exit_2(wheel_x86_64, tmp_path, args, message):
+    proc = nox("-s", "inspect", "--", *[a.format(tmp=tmp_path, wheel=wheel_x86_64) for a in args])
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
