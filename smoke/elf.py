@@ -86,13 +86,13 @@ def resolve(library: str, entry: str) -> str | None:
 
 def entry_problem(library: str, entry: str) -> str | None:
     """Why the loader would search somewhere no user has, or None if the entry is sound."""
-    if entry.startswith("/"):
-        return "an absolute path (it names the build machine)"
-    if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
-        return "relative to the working directory, not to $ORIGIN"
     parts = entry.split("/")
     if any(part in BUILD_TREE_PARTS for part in parts):
         return "a build-tree folder"
+    if entry.startswith("/"):
+        return "an absolute path"
+    if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
+        return "relative to the working directory, not to $ORIGIN"
     if resolve(library, entry) is None:
         return "outside site-packages"
     return None

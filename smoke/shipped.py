@@ -197,10 +197,12 @@ def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> Check
     problems = list(libraries.unreadable)
     resolved: dict[str, list[str]] = {}
     for lib in libraries.items:
-        for entry in lib.search_path:
-            why = elf.entry_problem(lib.path, entry)
-            if why:
-                problems.append(f"{lib.path} {lib.tag} entry {entry!r} is {why}")
+        bad = [(entry, why) for entry in lib.search_path if (why := elf.entry_problem(lib.path, entry))]
+        # The build-tree entries first: they are the ones that name the builder.
+        bad.sort(key=lambda item: item[1] != "a build-tree folder")
+        if bad:
+            shown = ", ".join(f"{entry!r} ({why})" for entry, why in bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
+            problems.append(f"{lib.path} {lib.tag} has {len(bad)} entries outside the install: {shown}")
         resolved[lib.path] = [elf.resolve(lib.path, e) for e in lib.search_path if not elf.entry_problem(lib.path, e)]
     linking = [lib for lib in libraries.items if lib.cuda_needed]
     if row.needs_cuda:

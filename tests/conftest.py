@@ -26,18 +26,20 @@ def _no_developer_pip_settings(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def pypi_wheel(machine: str) -> Path:
-    """PyPI's executorch wheel for CPython 3.11 on this machine kind, downloaded once."""
+def pypi_wheel(machine: str, release: str = PYPI_RELEASE, python: str = "3.11") -> Path:
+    """PyPI's executorch wheel for this machine kind and CPython, downloaded once (the file only)."""
     WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
-    found = sorted(WHEEL_CACHE.glob(f"executorch-{PYPI_RELEASE}-cp311-cp311-manylinux_*_{machine}.whl"))
+    tag = "cp" + python.replace(".", "")
+    pattern = f"executorch-{release}-{tag}-{tag}-manylinux_*_{machine}.whl"
+    found = sorted(WHEEL_CACHE.glob(pattern))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", python,
              "--implementation", "cp", "--platform", f"manylinux_2_28_{machine}", "-d", str(WHEEL_CACHE),
-             f"executorch=={PYPI_RELEASE}"],
+             f"executorch=={release}"],
             check=True,
         )
-        found = sorted(WHEEL_CACHE.glob(f"executorch-{PYPI_RELEASE}-cp311-cp311-manylinux_*_{machine}.whl"))
+        found = sorted(WHEEL_CACHE.glob(pattern))
     return found[-1]
 
 
@@ -49,6 +51,12 @@ def wheel_x86_64() -> Path:
 @pytest.fixture(scope="session")
 def wheel_aarch64() -> Path:
     return pypi_wheel("aarch64")
+
+
+@pytest.fixture(scope="session")
+def wheel_1_2_0() -> Path:
+    """The release the GPU test machine gates (its torch is 2.11): cp312, x86_64."""
+    return pypi_wheel("x86_64", "1.2.0", "3.12")
 
 
 def _record_line(name: str, data: bytes) -> str:

@@ -140,3 +140,39 @@ def test_real_program_without_its_data_passes_the_negative_control(exported, tmp
     monkeypatch.chdir(REPO)
     result = negative_control(ROWS["cpu_x86_64"], exported["weighted"] / "model.pte", tmp_path)
     assert result.status.value == "pass", result.reason
+
+
+# --- the reports of a real run, read back -------------------------------------------------
+
+def test_reports_of_a_real_run_match_the_schema_and_the_printed_lines(cpu_run, wheel_x86_64):
+    import hashlib
+    import xml.etree.ElementTree as ET
+
+    import jsonschema
+
+    from tests.test_inspect import SCHEMA
+
+    proc, report = cpu_run
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["verdict"] == "pass" and data["exit_code"] == 0 and data["mode"] == "row"
+    assert data["wheel"] == {"file": wheel_x86_64.name, "size": wheel_x86_64.stat().st_size,
+                             "sha256": hashlib.sha256(wheel_x86_64.read_bytes()).hexdigest()}
+    assert data["versions"]["executorch"] == "1.5.1" and data["versions"]["torch"].startswith("2.13.0")
+    assert data["torch_source"].startswith("package index")
+    for check in data["checks"]:
+        assert f"{check['status'].upper()} {check['name']}: {check['reason']}" in proc.stdout
+    assert f"cpu_x86_64: PASSED: {data['counts']['pass']} passed, 0 failed, 0 skipped" in proc.stdout
+    phases = [p["name"] for p in data["phases"]]
+    assert any(p.startswith("building the environment") for p in phases) and "export (weighted)" in phases
+    suite = ET.parse(report.with_suffix(".xml")).getroot().find("testsuite")
+    assert [c.get("name") for c in suite.findall("testcase")] == [c["name"] for c in data["checks"]]
+    assert suite.get("failures") == "0" and suite.get("skipped") == "0"
+
+
+def test_summary_of_the_real_report(cpu_run, reports, tmp_path):
+    proc = nox("-s", "summary", "--", str(reports), "--release", "cpu", "--output", str(tmp_path / "summary.md"))
+    # cpu_aarch64 did not run here, so the cpu release is not complete.
+    assert proc.returncode == 1
+    assert "FAIL cpu_aarch64: no report (the cpu release needs this row)" in proc.stdout
+    assert re.search(r"\| data file \(weighted\) \| PASS \d+ B \| — \|", proc.stdout)

@@ -153,6 +153,18 @@ def test_runpath_reads_the_real_torch_lib_entries_of_pypi(pypi):
     assert result.measured["libraries"] == 18
 
 
+def test_runpath_fails_on_pypi_1_2_0_whose_libraries_search_its_build_machine(wheel_1_2_0):
+    # A real defect in a published wheel: 1.2.0's pybindings search the CI runner's cmake-out
+    # and conda torch, by absolute path (1.5.1 no longer does).
+    wheel = read_wheel(wheel_1_2_0)
+    result = check(shipped.check_library_runpath, wheel, CPU_ROW)
+    assert result.status is Status.FAIL
+    assert "executorch/extension/llm/custom_ops/libcustom_ops_aot_lib.so RUNPATH has 6 entries outside the install: " \
+           "'/__w/executorch/executorch/pytorch/executorch/pip-out/temp.linux-x86_64-cpython-312/cmake-out' (a build-tree folder)" \
+        in result.reason
+    assert len(result.measured["problems"]) == 5  # five libraries
+
+
 def test_runpath_on_a_cuda_row_fails_on_a_wheel_linking_no_cuda(pypi):
     result = check(shipped.check_library_runpath, pypi)
     assert result.status is Status.FAIL and "no shipped library links a CUDA library" in result.reason
@@ -161,9 +173,9 @@ def test_runpath_on_a_cuda_row_fails_on_a_wheel_linking_no_cuda(pypi):
 @pytest.mark.parametrize(
     ("library", "where", "reason"),
     [
-        ("libabsolute_rpath.so", SHIMS, "RUNPATH entry '/usr/local/cuda-13.0/lib64' is an absolute path"),
+        ("libabsolute_rpath.so", SHIMS, "RUNPATH has 1 entries outside the install: '/usr/local/cuda-13.0/lib64' (an absolute path)"),
         # The right library one folder too shallow: its entry climbs out of site-packages.
-        ("libcovers_cu130.so", "executorch/lib/libaoti_cuda_shims.so", "is outside site-packages"),
+        ("libcovers_cu130.so", "executorch/lib/libaoti_cuda_shims.so", "'$ORIGIN/../../../nvidia/cu13/lib' (outside site-packages)"),
     ],
 )
 def test_runpath_defects_fail_naming_library_and_entry(slim_x86_64, tmp_path, library, where, reason):
