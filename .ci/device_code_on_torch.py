@@ -35,15 +35,17 @@ def main(wheel_path: str, out: str) -> int:
     print(f"cuobjdump: {cuobjdump}")
     lib_dir = Path(torch.__file__).parent / "lib"
     candidates = sorted((p for p in lib_dir.glob("*.so*") if p.is_file()), key=lambda p: p.stat().st_size)
-    chosen = None
+    with_code = {}
     for lib in candidates:
         t = time.monotonic()
         code = devicecode.device_code(cuobjdump, lib)
         print(f"{lib.name}: {lib.stat().st_size} B, sm {sorted(code.cubins, key=devicecode.sm_number)}, "
               f"ptx {sorted(code.ptx, key=devicecode.sm_number)} ({time.monotonic() - t:.2f} s)")
-        if code.any and chosen is None:
-            chosen = lib
-            break
+        if code.any:
+            with_code[lib] = code
+    # The smallest library with PTX for its newest architecture, else the smallest with any code.
+    with_ptx = [lib for lib, code in with_code.items() if code.ptx]
+    chosen = (with_ptx or list(with_code) or [None])[0]
     if chosen is None:
         print("no torch library with device code found")
         return 1
