@@ -72,3 +72,8 @@ def device_code(cuobjdump: str, path: Path) -> DeviceCode:
 
 def sm_number(arch: str) -> int:
     return int(re.sub(r"\D", "", arch))
+
+
+def base(arch: str) -> str:
+    """sm_90a (arch-specific features) and sm_100f (family) are code for sm_90 and sm_100."""
+    return re.sub(r"[af]$", "", arch)

@@ -253,8 +253,10 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
             if not code.any:
                 continue
             found[lib.path] = {"sm": sorted(code.cubins, key=devicecode.sm_number), "ptx": sorted(code.ptx, key=devicecode.sm_number)}
-            missing = sorted(set(claimed) - code.cubins, key=devicecode.sm_number)
-            extra = sorted(code.cubins - set(claimed), key=devicecode.sm_number)
+            # An arch-specific variant (sm_90a) of a claimed architecture is not an extra one.
+            bases = {devicecode.base(arch) for arch in code.cubins}
+            missing = [a for a in claimed if a not in bases]
+            extra = sorted((a for a in code.cubins if devicecode.base(a) not in claimed), key=devicecode.sm_number)
             if missing:
                 problems.append(f"{lib.path} has no machine code for {', '.join(missing)}")
             if extra:

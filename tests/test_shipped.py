@@ -272,3 +272,9 @@ def test_a_link_out_of_the_tree_is_refused(slim_x86_64, tmp_path):
         archive.writestr(link, "../../../../usr/lib/libc.so.6")
     with pytest.raises(InvalidWheel, match=r"'executorch/lib/evil.so' is a link to '../../../../usr/lib/libc.so.6', outside the tree"):
         read_wheel(bad)
+
+
+@pytest.mark.parametrize(("arch", "base"), [("sm_90a", "sm_90"), ("sm_100f", "sm_100"), ("sm_120", "sm_120")])
+def test_an_arch_specific_variant_counts_as_its_base(arch, base):
+    # torch 2.11.0+cu130's libtorch_cuda.so carries sm_90a, sm_100a, sm_120a beside sm_90 ... (H200 run).
+    assert devicecode.base(arch) == base
