@@ -48,8 +48,14 @@ def is_elf(data: bytes) -> bool:
 
 
 def read_library(path: str, data: bytes) -> Library:
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+    except ImportError as exc:
+        from smoke.errors import MissingTool
+
+        raise MissingTool("pyelftools is not installed in the interpreter running the gate, so the shipped libraries "
+                          "cannot be read: python3 -m pip install -r requirements-gate.txt") from exc
 
     try:
         elf = ELFFile(io.BytesIO(data))

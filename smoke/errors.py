@@ -28,3 +28,7 @@ class NoTorchPairing(GateError):
 
 class EnvironmentBuildError(GateError):
     """Building or filling the isolated environment failed."""
+
+
+class MissingTool(GateError):
+    """A tool the gate itself needs is not installed in the interpreter running it."""

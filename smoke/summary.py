@@ -19,9 +19,9 @@ from smoke.report import SCHEMA
 from smoke.rows import MUST_EXECUTE, RELEASE_ROWS, ROWS
 
 # The measured number shown beside a status, per check name prefix.
-_SHOWN = {"data file": ("data_file_bytes", "B"), "delegate": ("pte_bytes", "B"),
-          "weights in the data file": ("difference_bytes", "B over weightless"),
-          "run with data file": ("max_abs_diff", "max abs diff")}
+_SHOWN = {"data file": ("data_file_bytes", "{} B"), "delegate": ("pte_bytes", "{} B"),
+          "weights in the data file": ("difference_bytes", "+{} B over weightless"),
+          "run with data file": ("max_abs_diff", "max abs diff {}")}
 
 
 class ReportError(GateError):
@@ -58,10 +58,10 @@ def _cell(check: dict[str, Any] | None) -> str:
     if check is None:
         return "—"
     cell = check["status"].upper()
-    for prefix, (key, unit) in _SHOWN.items():
+    for prefix, (key, template) in _SHOWN.items():
         value = (check.get("measured") or {}).get(key)
         if check["name"].startswith(prefix) and value is not None:
-            cell += f" {value:.2g} {unit}" if isinstance(value, float) else f" {value} {unit}"
+            cell += " " + template.format(f"{value:.2g}" if isinstance(value, float) else value)
             break
     return cell
 

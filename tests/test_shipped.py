@@ -10,6 +10,7 @@ Each test then breaks one thing in a copy of it.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import zipfile
 
 import pytest
@@ -278,3 +279,12 @@ def test_a_link_out_of_the_tree_is_refused(slim_x86_64, tmp_path):
 def test_an_arch_specific_variant_counts_as_its_base(arch, base):
     # torch 2.11.0+cu130's libtorch_cuda.so carries sm_90a, sm_100a, sm_120a beside sm_90 ... (H200 run).
     assert devicecode.base(arch) == base
+
+
+def test_without_pyelftools_the_gate_says_how_to_install_it(pypi, monkeypatch):
+    from smoke.errors import MissingTool
+
+    for name in ("elftools", "elftools.elf", "elftools.elf.elffile", "elftools.common", "elftools.common.exceptions"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(MissingTool, match=r"pyelftools is not installed .*pip install -r requirements-gate.txt"):
+        shipped.read_libraries(pypi)
