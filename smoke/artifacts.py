@@ -35,6 +35,7 @@ def _slot(index: int) -> int:
 
 # program.fbs field indices.
 _PROGRAM_EXECUTION_PLAN = 1
+_PROGRAM_SEGMENTS = 4
 _PROGRAM_NAMED_DATA = 7
 _PLAN_NAME = 0
 _PLAN_OPERATORS = 6
@@ -53,6 +54,10 @@ _SEGMENT_SIZE = 1
 _PTE_IDENTIFIER = b"ET12"
 _PTD_IDENTIFIER = b"FT01"
 _PTD_HEADER_MAGIC = b"FH01"
+# The .pte extended header after the identifier: magic "eh00", u32 length, u64 program size,
+# u64 segment base offset (and, from some releases, u64 segment data size); little-endian.
+_PTE_HEADER_MAGIC = b"eh00"
+_PTE_HEADER = struct.Struct("<4sIQQ")
 # FH01 header: magic, u32 length, u64 flatbuffer offset, u64 flatbuffer size,
 # u64 segment base offset, u64 segment data size; little-endian.
 _PTD_HEADER = struct.Struct("<4sIQQQQ")
@@ -141,6 +146,22 @@ def _guard(path: str, read):
         raise ArtifactError(f"{path!r} is damaged: an offset points outside the file ({exc})") from exc
 
 
+def _check_segments(data: bytes, program: Table, path: str) -> None:
+    """Every segment the program names (delegate blobs, constants, named data) lies inside the file."""
+    segments = [(_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q")) for s in _vector(program, _PROGRAM_SEGMENTS)]
+    if not segments:
+        return
+    if len(data) < 8 + _PTE_HEADER.size or data[8:12] != _PTE_HEADER_MAGIC:
+        raise ArtifactError(f"{path!r} names {len(segments)} segments but has no {_PTE_HEADER_MAGIC!r} header to place them")
+    _magic, _length, program_size, base = _PTE_HEADER.unpack_from(data, 8)
+    if program_size > len(data):
+        raise ArtifactError(f"{path!r}: header says the program is {program_size} B, the file is {len(data)} B")
+    for index, (offset, size) in enumerate(segments):
+        if base + offset + size > len(data):
+            raise ArtifactError(f"{path!r}: segment {index} ends at byte {base + offset + size}, the file is {len(data)} B "
+                                "(truncated?)")
+
+
 def read_program(path: Path | str) -> Program:
     path = str(path)
     data = Path(path).read_bytes()
@@ -156,6 +177,7 @@ def read_program(path: Path | str) -> Program:
             delegates = tuple(_string(d, _DELEGATE_ID) for d in _vector(plan, _PLAN_DELEGATES))
             plans.append(Plan(_string(plan, _PLAN_NAME), delegates, ops))
         keys = tuple(_string(n, _NAMED_DATA_KEY) for n in _vector(program, _PROGRAM_NAMED_DATA))
+        _check_segments(data, program, path)
         return Program(path, len(data), tuple(plans), keys)
 
     return _guard(path, read)

@@ -170,6 +170,26 @@ def compare(label: str, outputs: list, expected, loaded_with: str = "its data fi
     return passed(name, f"loaded with {loaded_with}, matched eager, max abs diff {max(diffs):.3g} ({tolerance})", **measured)
 
 
+def check_run(row: Row, label: str, pte: Path, ptd: Path, model, example, backends: list[str]) -> CheckResult:
+    """Load ``pte`` with ``ptd`` (where it exists), run it and compare with eager."""
+    name = f"run with data file ({label})"
+    data = ptd if ptd.exists() else None
+    if row.delegate_id not in backends:
+        try:
+            run_program(pte, data, example)
+            err = "yet it ran"
+        except Exception as exc:
+            err = f"loading raised {one_line(exc)}"
+        return failed(name, f"Backend {row.delegate_id} is not registered in this wheel's runtime "
+                            f"(registered: {', '.join(backends)}); {err}", registered_backends=backends)
+    try:
+        outputs = run_program(pte, data, example)
+    except Exception as exc:
+        return failed(name, f"loading or running raised {one_line(exc)}", registered_backends=backends)
+    loaded_with = ptd.name if data is not None else "no data file (none was written)"
+    return compare(label, outputs, model(*example).detach(), loaded_with)
+
+
 # --- the device -----------------------------------------------------------------
 
 def device_facts() -> dict[str, Any]:
@@ -306,24 +326,8 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
         if data[label].status is not Status.PASS:
             rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
             continue
-        ptd = folders[label] / row.data_file
-        if row.delegate_id not in backends:
-            try:
-                run_program(folders[label] / "model.pte", ptd if ptd.exists() else None, example)
-                err = "yet it ran"
-            except Exception as exc:
-                err = f"loading raised {one_line(exc)}"
-            rec.check(failed(name, f"Backend {row.delegate_id} is not registered in this wheel's runtime "
-                                   f"(registered: {', '.join(backends)}); {err}", registered_backends=backends))
-            continue
-        try:
-            with rec.phase(f"load and run ({label})"):
-                outputs = run_program(folders[label] / "model.pte", ptd if ptd.exists() else None, example)
-        except Exception as exc:
-            rec.check(failed(name, f"loading or running raised {one_line(exc)}", registered_backends=backends))
-            continue
-        loaded_with = ptd.name if ptd.exists() else "no data file (none was written)"
-        rec.check(compare(label, outputs, model(*example).detach(), loaded_with))
+        with rec.phase(f"load and run ({label})"):
+            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, model, example, backends))
 
     name = "negative control (weighted, no data file)"
     if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends:

@@ -117,3 +117,17 @@ def copy_artifacts(tmp_path):
         return target
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """The child's two models exported through XNNPACK with executorch 1.5.1, once per test run."""
+    from smoke.child import export_xnnpack, models
+
+    root = tmp_path_factory.mktemp("exports")
+    made = {}
+    for label, (model, example) in models().items():
+        (root / label).mkdir()
+        export_xnnpack(model, example, root / label)
+        made[label] = root / label
+    return made

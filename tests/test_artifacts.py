@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from smoke import artifacts
@@ -89,3 +91,35 @@ def test_command_line_error_is_one_line_not_a_traceback(tmp_path, capsys):
     assert artifacts.main([str(bad)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_json_output_holds_what_the_gate_judged(capsys):
+    paths = [H200 / "weightless" / "model.pte", H200 / "weightless" / "aoti_cuda_blob.ptd",
+             H200 / "weighted" / "aoti_cuda_blob.ptd", CPU / "weighted" / "model.pte", CPU / "weighted" / "model.ptd"]
+    assert artifacts.main([*map(str, paths), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["kind"] for r in records] == ["program", "datafile", "datafile", "program", "datafile"]
+    cuda_program, weightless, weighted, cpu_program, cpu_data = records
+    assert cuda_program["plans"] == [{"name": "forward", "delegate_ids": ["CudaBackend"], "operators": []}]
+    assert weightless["blobs"] == [{"key": "forward_weights_blob", "size": 0, "all_zero": True}]
+    assert weighted["blobs"] == [{"key": "forward_weights_blob", "size": 128, "all_zero": False}]
+    assert weighted["segment_data_size"] == 128 and weighted["header_length"] == 40
+    assert cpu_program["plans"][0]["delegate_ids"] == ["XnnpackBackend"]
+    assert cpu_data["size"] == (CPU / "weighted" / "model.ptd").stat().st_size
+    assert sorted(b["size"] for b in cpu_data["blobs"]) == [16, 128]  # bias and weight of nn.Linear(8, 4)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda b: b[:4] + b"XX12" + b[8:], "has file identifier b'XX12', expected b'ET12'"),
+        (lambda b: (50_000_000).to_bytes(4, "little") + b[4:], "points past the end"),
+        (lambda b: b[:2000], "segment 1 ends at byte 2318608, the file is 2000 B (truncated?)"),
+    ],
+)
+def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, damage, message):
+    path = tmp_path / "model.pte"
+    path.write_bytes(damage((H200 / "weighted" / "model.pte").read_bytes()))
+    assert artifacts.main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR ") and message in err and "Traceback" not in err

@@ -1,4 +1,6 @@
-"""The parent survives a child that crashes, hangs or prints garbage, and says so (real processes)."""
+"""The parent survives a child that crashes, hangs or prints garbage, and says so (real processes).
+
+The hang and the garbage are rows of the defect catalogue (tests/test_defects.py)."""
 
 from __future__ import annotations
 
@@ -40,17 +42,6 @@ def test_a_crashing_child_is_a_failure_naming_the_signal_and_phase(tmp_path):
     assert seen and seen[0].status is Status.PASS  # what was decided before the crash is kept
     assert verdict.status is Status.FAIL
     assert "ended by SIGSEGV during 'load and run (weighted)'" in verdict.reason
-
-
-def test_a_hanging_child_is_killed_at_its_time_limit(tmp_path):
-    outcome, verdict, _ = _child(tmp_path, f"w({PHASE!r}); time.sleep(60)", timeout=2)
-    assert outcome.timed_out
-    assert verdict.status is Status.FAIL and "killed after the 2 s time limit" in verdict.reason
-
-
-def test_garbage_instead_of_records_is_a_failure(tmp_path):
-    _, verdict, _ = _child(tmp_path, "w('Segmentation fault (core dumped)'); w('{\"kind\": \"end\"}')")
-    assert verdict.status is Status.FAIL and "not check records" in verdict.reason
 
 
 def test_a_child_that_exits_early_is_a_failure(tmp_path):

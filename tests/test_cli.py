@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+import zipfile
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, rewrite_wheel
 
 
 def nox(*args, cwd=REPO):
@@ -42,23 +44,56 @@ def test_wrong_architecture_is_refused_with_the_right_session(wheel_x86_64, tmp_
     assert not (tmp_path / "env").exists()
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--wheel-index", "file:///nonexistent/index"], "no wheel given and none could be downloaded"),
-        (["/nonexistent/executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"], "does not exist"),
-        (["{tmp}"], "is not a file"),
-        (["{wheel}", "--no-such-option"], "ERROR unrecognized arguments: --no-such-option"),
-        (["{wheel}", "--constraints", "{tmp}/missing.txt"], "constraints file"),
-        (["{wheel}", "--wheelhouse", "{tmp}/missing"], "is not a directory"),
-        (["{wheel}", "--report-dir", "{wheel}/reports"], "/reports' cannot be written"),
-    ],
-)
-def test_bad_input_is_one_line_and_exit_2_from_the_command_line(wheel_x86_64, tmp_path, args, message):
-    args = [a.format(tmp=tmp_path, wheel=wheel_x86_64) for a in args]
-    proc = subprocess.run([sys.executable, "-m", "smoke", "cuda_x86_64", *args, "--env-dir", str(tmp_path / "env")],
-                          capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 2, proc.stderr
+def _not_a_zip(tmp, wheel):
+    path = tmp / "in" / wheel.name
+    path.write_text("not a zip")
+    return path
+
+
+def _zip_not_a_wheel(tmp, wheel):
+    path = tmp / "in" / wheel.name
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("hello.txt", "no dist-info here")
+    return path
+
+
+def _other_project(tmp, wheel):
+    return rewrite_wheel(wheel, tmp / "in", new_name=wheel.name.replace("executorch-", "notexecutorch-"))
+
+
+def _other_python(tmp, wheel):
+    return rewrite_wheel(wheel, tmp / "in", new_name=wheel.name.replace("cp311-cp311", "cp312-cp312"))
+
+
+# Bad input, each with one line and exit 2: (row, arguments, what the line must say).
+# {wheel} is PyPI's x86_64 wheel, {tmp} a fresh folder; a callable makes the bad file.
+BAD_INPUT = [
+    ("cuda_x86_64", ["--wheel-index", "file:///nonexistent/index"], "no wheel given and none could be downloaded"),
+    ("cuda_x86_64", ["/nonexistent/executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"], "does not exist"),
+    ("cuda_x86_64", ["{tmp}"], "is not a file"),
+    ("cuda_x86_64", [_not_a_zip], "cannot be read as a wheel archive"),
+    ("cuda_x86_64", [_zip_not_a_wheel], "cannot be read as a wheel archive"),
+    ("cuda_x86_64", [_other_project], "is of project 'notexecutorch', not 'executorch'"),
+    ("cuda_aarch64", ["{wheel}"], "the cuda_aarch64 row needs aarch64 (use nox -s cuda_x86_64)"),
+    ("cpu_x86_64", [_other_python], "is for cp312; this session's interpreter is cpython 3.11"),
+    ("gpu_x86_64", ["{wheel}"], "argument row: invalid choice: 'gpu_x86_64'"),
+    ("cuda_x86_64", ["{wheel}", "--no-such-option"], "ERROR unrecognized arguments: --no-such-option"),
+    ("cuda_x86_64", ["{wheel}", "--constraints", "{tmp}/missing.txt"], "constraints file"),
+    ("cuda_x86_64", ["{wheel}", "--wheelhouse", "{tmp}/missing"], "is not a directory"),
+    ("cuda_x86_64", ["{wheel}", "--report-dir", "{wheel}/reports"], "/reports' cannot be written"),
+]
+
+
+@pytest.mark.parametrize(("row", "args", "message"), BAD_INPUT, ids=[m for _, _, m in BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_2_and_leaves_nothing(wheel_x86_64, tmp_path, row, args, message):
+    (tmp_path / "in").mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    args = [str(a(tmp_path, wheel_x86_64)) if callable(a) else a.format(tmp=tmp_path / "in", wheel=wheel_x86_64) for a in args]
+    proc = subprocess.run([sys.executable, "-m", "smoke", row, *args, "--env-dir", str(tmp_path / "env")],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "TMPDIR": str(scratch)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ERROR ") and "Traceback" not in proc.stderr
     assert not (tmp_path / "env").exists()
+    assert not list(scratch.iterdir())  # no artifacts folder, nothing left behind

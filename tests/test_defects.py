@@ -1,0 +1,272 @@
+"""The catalogue of defects the gate exists for: one row per defect, the check that must catch it.
+
+Every row builds a broken variant of a real thing (a copy of PyPI's wheel, a real exported
+program or data file, a real child process) and runs the gate's own check function on it;
+the verdict must be FAIL, from that check, with that reason. A new check comes with its row.
+Rows marked slow export or run through executorch (CI runs them all).
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from smoke import gate, shipped
+from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.results import Status
+from smoke.rows import ROWS
+from smoke.wheel import read_wheel
+from tests.conftest import CPU, DEVICE_CODE, H200, rewrite_wheel
+from tests.test_child_process import CHECK, PHASE, _child
+from tests.test_shipped import SHIMS, cuda_parts, make_cuda_wheel
+
+CUDA, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
+slow = pytest.mark.slow
+
+
+# --- the wheel --------------------------------------------------------------------------
+
+def _file_check(fn, wheel, row=CUDA):
+    return fn(wheel, row, shipped.read_libraries(wheel))
+
+
+def cpu_build_on_a_cuda_row(ctx):
+    return _file_check(shipped.check_cuda_build, read_wheel(ctx.wheel_x86_64))
+
+
+def cuda_library_removed(ctx):
+    parts = cuda_parts(ctx.slim)
+    del parts["executorch/lib/libexecutorch_backend_cuda.so"]
+    return _file_check(shipped.check_cuda_libraries, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+
+
+def cuda_runtime_requirement_removed(ctx):
+    return _file_check(shipped.check_cuda_runtime_declared, make_cuda_wheel(ctx.slim, ctx.tmp, requirement=None))
+
+
+def record_hash_stale(ctx):
+    wheel = make_cuda_wheel(ctx.slim, ctx.tmp / "good")
+    changed = rewrite_wheel(wheel.path, ctx.tmp / "bad", add={SHIMS: (DEVICE_CODE / "libsm90_only.so").read_bytes()},
+                            update_record=False)
+    return _file_check(shipped.check_record, read_wheel(changed))
+
+
+def toolkit_runpath(ctx):
+    parts = cuda_parts(ctx.slim, shims=(DEVICE_CODE / "libabsolute_rpath.so").read_bytes())
+    return _file_check(shipped.check_library_runpath, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+
+
+def device_code_for_one_gpu(ctx):
+    parts = cuda_parts(ctx.slim, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes())
+    return _file_check(shipped.check_device_code, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+
+
+# --- the data file, on the H200's real CUDA artifacts --------------------------------------
+
+def _h200_copy(ctx, label="weighted"):
+    return ctx.copy_artifacts(H200 / label)
+
+
+def data_file_missing(ctx):
+    folder = _h200_copy(ctx)
+    (folder / CUDA.data_file).unlink()
+    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+
+
+def data_file_renamed(ctx):
+    folder = _h200_copy(ctx)
+    (folder / CUDA.data_file).rename(folder / "model.ptd")
+    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+
+
+def data_file_empty(ctx):
+    folder = _h200_copy(ctx)
+    (folder / CUDA.data_file).write_bytes(b"")
+    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+
+
+def data_file_truncated(ctx):
+    folder = _h200_copy(ctx)
+    path = folder / CUDA.data_file
+    path.write_bytes(path.read_bytes()[:300])
+    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+
+
+def weights_not_in_the_data_file(ctx):
+    # The weighted program's data file replaced by the weightless one: it reads, it is not the weights.
+    sizes = {label: (H200 / label / CUDA.data_file).stat().st_size for label in ("weightless", "weighted")}
+    return check_weights_in_data_file(CUDA.data_file, sizes["weightless"], sizes["weightless"], 128)
+
+
+# --- the program --------------------------------------------------------------------------
+
+def xnnpack_program_on_the_cuda_row(ctx):
+    return check_delegated("weighted", CPU / "weighted" / "model.pte", CUDA.delegate_id)
+
+
+def program_with_no_delegate(ctx):
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    from smoke.child import models
+
+    model, example = models()["weighted"]
+    program = to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch()
+    (ctx.tmp / "model.pte").write_bytes(program.buffer)
+    return check_delegated("weighted", ctx.tmp / "model.pte", CPU_ROW.delegate_id)
+
+
+def program_partly_delegated(ctx):
+    import torch
+
+    from smoke.child import export_xnnpack
+
+    class LinearThenCumsum(torch.nn.Module):  # XNNPACK takes the linear, not the cumsum
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.linear = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return torch.cumsum(self.linear(x), dim=1)
+
+    export_xnnpack(LinearThenCumsum().eval(), (torch.randn(2, 8),), ctx.tmp)
+    return check_delegated("weighted", ctx.tmp / "model.pte", CPU_ROW.delegate_id)
+
+
+# --- loading and running, on a real XNNPACK export -------------------------------------------
+
+def _run_with(ctx, ptd: Path):
+    from smoke.child import check_run, models, registered_backends
+
+    model, example = models()["weighted"]
+    return check_run(CPU_ROW, "weighted", ctx.exported["weighted"] / "model.pte", ptd, model, example, registered_backends())
+
+
+def _payload_edit(ctx, edit):
+    from smoke.artifacts import read_data_file
+
+    source = ctx.exported["weighted"] / CPU_ROW.data_file
+    base = read_data_file(source).segment_base_offset
+    raw = bytearray(source.read_bytes())
+    edit(raw, base)
+    (ctx.tmp / CPU_ROW.data_file).write_bytes(raw)
+    return _run_with(ctx, ctx.tmp / CPU_ROW.data_file)
+
+
+def payload_zeroed(ctx):
+    return _payload_edit(ctx, lambda raw, base: raw.__setitem__(slice(base, None), bytes(len(raw) - base)))
+
+
+def one_weight_changed(ctx):
+    # One float32 of the payload set to 1.0: the output differs from eager, nothing else does.
+    return _payload_edit(ctx, lambda raw, base: raw.__setitem__(slice(base, base + 4), struct.pack("<f", 1.0)))
+
+
+def another_models_weights(ctx):
+    import torch
+
+    from smoke.child import export_xnnpack
+
+    torch.manual_seed(1)
+    other = torch.nn.Linear(8, 4).eval()
+    export_xnnpack(other, (torch.randn(2, 8),), ctx.tmp)
+    return _run_with(ctx, ctx.tmp / CPU_ROW.data_file)
+
+
+def weights_baked_into_the_program(ctx):
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from smoke.child import models, negative_control
+
+    model, example = models()["weighted"]
+    program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()]).to_executorch()
+    (ctx.tmp / "model.pte").write_bytes(program.buffer)
+    ctx.monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    return negative_control(CPU_ROW, ctx.tmp / "model.pte", ctx.tmp)
+
+
+# --- the child process -------------------------------------------------------------------------
+
+def child_crashes(ctx):
+    _outcome, verdict, _seen = _child(ctx.tmp, f"w({CHECK!r}); w({PHASE!r}); os.kill(os.getpid(), signal.SIGSEGV)")
+    return verdict
+
+
+def child_hangs(ctx):
+    _outcome, verdict, _seen = _child(ctx.tmp, f"w({PHASE!r}); time.sleep(60)", timeout=2)
+    return verdict
+
+
+def child_prints_garbage(ctx):
+    _outcome, verdict, _seen = _child(ctx.tmp, "w('this is not json'); w('{\"kind\": \"end\"}')")
+    return verdict
+
+
+# One row per defect: (defect, the check that must catch it, what its reason must say).
+DEFECTS = [
+    (cpu_build_on_a_cuda_row, "CUDA build", "is a CPU build: version 1.5.1 has no +cuXXX local label"),
+    (cuda_library_removed, "CUDA libraries", "libexecutorch_backend_cuda.so missing"),
+    (cuda_runtime_requirement_removed, "CUDA runtime declared", "names no nvidia-* CUDA runtime package"),
+    (record_hash_stale, "wheel RECORD", f"{SHIMS} does not match its RECORD hash"),
+    (toolkit_runpath, "library RUNPATH", "'/usr/local/cuda-13.0/lib64' (an absolute path)"),
+    (device_code_for_one_gpu, "device code", "has no machine code for sm_80, sm_86, sm_89, sm_100, sm_120"),
+    (data_file_missing, "data file (weighted)", "aoti_cuda_blob.ptd is missing"),
+    (data_file_renamed, "data file (weighted)", "aoti_cuda_blob.ptd is missing"),
+    (data_file_empty, "data file (weighted)", "is not a readable data file"),
+    (data_file_truncated, "data file (weighted)", "the file is 300 B"),
+    (weights_not_in_the_data_file, "weights in the data file", "the weights are not in the data file"),
+    (xnnpack_program_on_the_cuda_row, "delegate (weighted)", "has delegates ['XnnpackBackend'], not CudaBackend"),
+    pytest.param(program_with_no_delegate, "delegate (weighted)", "has delegates [], not XnnpackBackend", marks=slow),
+    pytest.param(program_partly_delegated, "delegate (weighted)", "leaves 1 operators outside the delegate: aten::cumsum.out", marks=slow),
+    pytest.param(payload_zeroed, "run with data file (weighted)", "output differs from eager", marks=slow),
+    pytest.param(one_weight_changed, "run with data file (weighted)", "output differs from eager", marks=slow),
+    pytest.param(another_models_weights, "run with data file (weighted)", "loading or running raised", marks=slow),
+    pytest.param(weights_baked_into_the_program, "negative control (weighted, no data file)",
+                 "the weights are not coming from the data file", marks=slow),
+    (child_crashes, gate.CHILD_CHECK, "ended by SIGSEGV during 'load and run (weighted)'"),
+    (child_hangs, gate.CHILD_CHECK, "killed after the 2 s time limit"),
+    (child_prints_garbage, gate.CHILD_CHECK, "lines that are not check records"),
+]
+
+
+class Context:
+    def __init__(self, request, tmp_path, monkeypatch):
+        self.request, self.tmp, self.monkeypatch = request, tmp_path, monkeypatch
+
+    def __getattr__(self, fixture: str):
+        return self.request.getfixturevalue({"slim": "slim_x86_64"}.get(fixture, fixture))
+
+
+@pytest.mark.parametrize(("make", "check", "reason"), DEFECTS, ids=lambda v: v.__name__ if callable(v) else None)
+def test_every_defect_is_caught_by_its_check(make, check, reason, request, tmp_path, monkeypatch):
+    result = make(Context(request, tmp_path, monkeypatch))
+    print(f"{make.__name__}: {result.line()}")
+    assert result.status is Status.FAIL, result.line()
+    assert result.name == check
+    assert reason in result.reason, result.reason
+
+
+def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
+    """The controls: without the defect, the same checks pass (so each row above fails for its defect)."""
+    ctx = Context(request, tmp_path, monkeypatch)
+    wheel = make_cuda_wheel(ctx.slim, tmp_path)
+    for fn in (shipped.check_cuda_build, shipped.check_cuda_libraries, shipped.check_cuda_runtime_declared,
+               shipped.check_record, shipped.check_library_runpath, shipped.check_device_code):
+        assert _file_check(fn, wheel).status is Status.PASS, fn.__name__
+    assert check_data_file("weighted", H200 / "weighted", CUDA.data_file, required=True).status is Status.PASS
+    assert check_delegated("weighted", H200 / "weighted" / "model.pte", CUDA.delegate_id).status is Status.PASS
+
+
+@pytest.mark.slow
+def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_path, monkeypatch):
+    from smoke.child import negative_control
+
+    ctx = Context(request, tmp_path, monkeypatch)
+    assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.data_file).status is Status.PASS
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert negative_control(CPU_ROW, ctx.exported["weighted"] / "model.pte", tmp_path).status is Status.PASS
