@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
+from smoke import environment
 from smoke.environment import plan_no_deps
+from smoke.wheel import probe_interpreter, read_wheel
 
 LINUX_312 = {"python_version": "3.12", "platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux"}
 REQS = [Requirement(r) for r in ("torch>=2.11.0", "torchao>=0.17.0", "pytest<9.0", 'coremltools==9.0; platform_system == "Darwin"', "kgb")]
@@ -22,3 +25,31 @@ REQS = [Requirement(r) for r in ("torch>=2.11.0", "torchao>=0.17.0", "pytest<9.0
 )
 def test_no_deps_plan(installed, available, todo, left_out):
     assert plan_no_deps(REQS, installed, available, LINUX_312) == (todo, left_out)
+
+
+def _fake_env(tmp_path, stamp):
+    location = tmp_path / "env"
+    (location / "bin").mkdir(parents=True)
+    (location / "bin" / "python").write_text("")
+    (location / environment.STAMP).write_text(json.dumps(stamp))
+    return location
+
+
+def test_reuse_never_keeps_an_environment_built_from_another_wheel(slim_x86_64, wheel_x86_64, tmp_path, monkeypatch):
+    """nox -R style reuse: the recorded sha256 must be the given wheel's, or the environment is rebuilt."""
+    ran, said = [], []
+    monkeypatch.setattr(environment, "run", lambda cmd, what, **kw: ran.append(what) or (_ for _ in ()).throw(SystemExit("stop")))
+    interpreter = probe_interpreter(None)
+    previous, given = read_wheel(slim_x86_64), read_wheel(wheel_x86_64)
+    assert previous.sha256 != given.sha256
+    (tmp_path / "c.txt").write_text("torch==2.13.0\n")
+    options = environment.EnvOptions(location=tmp_path / "env", constraints=tmp_path / "c.txt", reuse=True)
+    location = _fake_env(tmp_path, environment._stamp(previous, interpreter, options))
+    with pytest.raises(SystemExit):
+        environment.build(given, interpreter, options, said.append)
+    assert said == [f"environment {location} was built for another wheel or other options: rebuilding it"]
+    assert ran == ["creating the environment (virtualenv)"]
+    # The same wheel: reused, nothing run.
+    _fake_env(tmp_path, environment._stamp(given, interpreter, options))
+    env = environment.build(given, interpreter, options, said.append)
+    assert env.reused and said[-1].startswith(f"reusing environment {location} (same wheel sha256 {given.sha256[:12]}")

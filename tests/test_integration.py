@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,9 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
     assert re.search(r"PASS torch agrees: torch 2\.13\.0\S*, paired with executorch 1\.5", out)
     assert re.search(r"PASS delegate registers: XnnpackBackend among \d+ registered", out)
     assert re.search(r"cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped", out)
+    # On success the temporary artifacts folder is removed, and not announced.
+    workdir = Path(re.search(r"running the child in (\S+) ", out).group(1))
+    assert not workdir.exists() and "artifacts kept" not in out
 
 
 def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, wheel_x86_64, env_dir):
@@ -60,6 +64,9 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, wh
     assert "FAIL CUDA device: no CUDA device visible" in out
     assert "SKIP export (weighted): not run: no usable CUDA device" in out
     assert "1 passed, 9 failed, 10 skipped" in out
+    # On failure it is kept, its path printed, for a maintainer to look at.
+    kept = Path(re.search(r"artifacts kept in (\S+)", out).group(1))
+    assert (kept / "record.jsonl").is_file() and (kept / "child.log").is_file()
 
 
 def test_cpu_row_with_no_wheel_gates_the_public_release(cpu_run, env_dir):
