@@ -63,6 +63,14 @@ def summary(session: nox.Session) -> None:
     _verdict(session, "summary", cli.summary_main(list(session.posargs)))
 
 
+@nox.session(venv_backend="none")
+def benchmark(session: nox.Session) -> None:
+    """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--output FILE])."""
+    from smoke import benchmark as bench
+
+    _verdict(session, "benchmark", bench.main(list(session.posargs)))
+
+
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """The gate's own tests, the slow integration runs included (pytest -m 'not slow' for the fast ones)."""

@@ -8,11 +8,12 @@ It speaks to the parent only through the record file, JSON Lines, one object a
 line, flushed as it goes so that a crash loses nothing already decided:
 
 - ``{"kind": "facts", ...}``: versions of executorch, torch, Python; the device.
+- ``{"kind": "probe", ...}``: ``smoke.probe.probe()``, for the parent's environment checks.
 - ``{"kind": "phase", "name": ..., "event": "start"|"end", "seconds": ...}``
 - ``{"kind": "check", "name", "status": "pass"|"fail"|"skip", "reason", "measured"}``
 - ``{"kind": "end"}``: the last line; without it the child did not finish.
 
-Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail-fast]``.
+Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail-fast] [--no-overlap]``.
 """
 
 from __future__ import annotations
@@ -216,17 +217,26 @@ def check_device(row: Row, facts: dict[str, Any]) -> CheckResult:
 
 # --- the negative control -------------------------------------------------------
 
-def negative_control(row: Row, pte: Path, workdir: Path) -> CheckResult:
+def start_negative_process(workdir: Path) -> subprocess.Popen:
+    """The negative control's process, started early: it imports torch and the runtime while the
+    exports run, then waits on stdin for the program to load."""
+    cmd = [sys.executable, "-m", "smoke.child", "--negative", "-", str(workdir / "negative.json")]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def negative_control(row: Row, pte: Path, workdir: Path, started: subprocess.Popen | None = None) -> CheckResult:
     """Load the weighted program WITHOUT its data file, in a process of its own.
 
     It must not give eager's answer: a crash or an error is the expected outcome;
     a match means the weights are not coming from the data file.
     """
     name = "negative control (weighted, no data file)"
-    cmd = [sys.executable, "-m", "smoke.child", "--negative", str(pte), str(workdir / "negative.json")]
+    proc = started or start_negative_process(workdir)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NEGATIVE_TIMEOUT_S)
+        _out, stderr = proc.communicate(f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
@@ -234,7 +244,7 @@ def negative_control(row: Row, pte: Path, workdir: Path) -> CheckResult:
     try:
         verdict = json.loads((workdir / "negative.json").read_text())
     except (OSError, ValueError):
-        tail = (proc.stderr.strip().splitlines() or [""])[-1]
+        tail = (stderr.strip().splitlines() or [""])[-1]
         return failed(name, f"the control process exited {proc.returncode} without its verdict: {tail}")
     if verdict["outcome"] == "error":
         return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
@@ -245,10 +255,12 @@ def negative_control(row: Row, pte: Path, workdir: Path) -> CheckResult:
                   outcome="mismatch", max_abs_diff=verdict["max_abs_diff"])
 
 
-def negative_main(pte: Path, out: Path) -> int:
+def negative_main(pte: str, out: Path) -> int:
     import torch
+    from executorch.extension.pybindings import portable_lib  # noqa: F401  (imported before the program is known)
 
     model, example = models()["weighted"]
+    pte = Path(sys.stdin.readline().strip() if pte == "-" else pte)
     try:
         outputs = run_program(pte, None, example)
     except Exception as exc:  # the expected outcome: report it as data
@@ -263,7 +275,18 @@ def negative_main(pte: Path, out: Path) -> int:
 
 # --- the whole run --------------------------------------------------------------
 
-def gate(row: Row, workdir: Path, rec: Recorder) -> None:
+def gate(row: Row, workdir: Path, rec: Recorder, early_negative: bool = True) -> None:
+    # Started before our own imports, so that its imports overlap ours and the exports.
+    started = start_negative_process(workdir) if early_negative else None
+    try:
+        _gate(row, workdir, rec, started)
+    finally:
+        if started is not None and started.poll() is None:
+            started.kill()
+            started.wait()
+
+
+def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None) -> None:
     with rec.phase("import torch and executorch"):
         import torch
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
@@ -273,6 +296,11 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
              "python": platform.python_version(), "machine": platform.machine()}
     device = device_facts() if row.needs_cuda else {"cuda_available": False}
     rec.write(kind="facts", **facts, device=device)
+    # What the parent's environment checks judge (torch agrees, delegate registers, ...),
+    # read here, where torch and the runtime are imported already, instead of in a process of its own.
+    from smoke.probe import probe
+
+    rec.write(kind="probe", **probe())
 
     blocked: str | None = None  # why the device-bound checks cannot run
     if row.needs_cuda:
@@ -332,7 +360,7 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
     name = "negative control (weighted, no data file)"
     if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends:
         with rec.phase("negative control"):
-            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir))
+            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
     else:
         rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
 
@@ -340,16 +368,17 @@ def gate(row: Row, workdir: Path, rec: Recorder) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--negative":
-        return negative_main(Path(argv[1]), Path(argv[2]))
+        return negative_main(argv[1], Path(argv[2]))
     parser = argparse.ArgumentParser(prog="python -m smoke.child")
     parser.add_argument("row", choices=sorted(ROWS))
     parser.add_argument("workdir", type=Path)
     parser.add_argument("record", type=Path)
     parser.add_argument("--fail-fast", action="store_true")
+    parser.add_argument("--no-overlap", action="store_true", help="start the negative control's process only when it is needed")
     args = parser.parse_args(argv)
     rec = Recorder(args.record, args.fail_fast)
     try:
-        gate(ROWS[args.row], args.workdir, rec)
+        gate(ROWS[args.row], args.workdir, rec, early_negative=not args.no_overlap)
     except FailFast:
         pass
     rec.write(kind="end")

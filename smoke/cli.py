@@ -44,6 +44,9 @@ def parser(row: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the temporary artifacts folder even on success")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
+    p.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="read torch and the runtime in a process of their own before the child, and start the negative "
+                        "control's process only when needed (the slower, serial way; for the benchmark's before/after)")
     _report_options(p)
     return p
 
@@ -102,6 +105,10 @@ def main(argv: list[str], row: str | None = None) -> int:
         return inspect_main(argv[1:])
     if row is None and argv[:1] == ["summary"]:
         return summary_main(argv[1:])
+    if row is None and argv[:1] == ["benchmark"]:
+        from smoke import benchmark
+
+        return benchmark.main(argv[1:])
     try:
         args = parser(row).parse_args(argv)
         name = row or args.row

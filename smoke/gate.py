@@ -21,7 +21,7 @@ from typing import Any, Callable
 from smoke import download, environment, installed, pairing, report, shipped, wheel as wheels
 from smoke.report import Run
 from smoke.errors import EXIT_FAILED
-from smoke.results import CheckResult, all_passed, failed, summary_line
+from smoke.results import CheckResult, all_passed, failed, skipped, summary_line
 from smoke.rows import Row
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,6 +45,9 @@ class Options:
     keep: bool = False
     fail_fast: bool = False
     timeout: float = 1800.0
+    # Overlap: the environment checks read torch and the runtime in the export child, and the
+    # negative control's process starts with the child. False: the old, serial way (for the benchmark).
+    overlap: bool = True
     report_dir: Path | None = None
 
 
@@ -79,10 +82,17 @@ class ChildOutcome:
     timed_out: bool
     last_phase: str | None
     bad_lines: list[str]
+    probe: dict[str, Any] | None = None
+    stopped: bool = False  # the parent ended it (fail-fast on a check it judged)
+
+
+class StopChild(Exception):
+    """Raised by a callback to end the child now (fail-fast)."""
 
 
 def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None],
-                on_phase: Callable[[str, float], None] = lambda name, seconds: None) -> None:
+                on_phase: Callable[[str, float], None] = lambda name, seconds: None,
+                on_probe: Callable[[dict], None] = lambda facts: None) -> None:
     try:
         record = json.loads(line)
         kind = record["kind"]
@@ -106,13 +116,17 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
             on_phase(str(record.get("name")), record.get("seconds"))
     elif kind == "facts":
         outcome.facts = {k: v for k, v in record.items() if k != "kind"}
+    elif kind == "probe":
+        outcome.probe = {k: v for k, v in record.items() if k != "kind"}
+        on_probe(outcome.probe)
     elif kind == "end":
         outcome.finished = True
 
 
 def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
               on_check: Callable[[CheckResult], None],
-              on_phase: Callable[[str, float], None] = lambda name, seconds: None) -> ChildOutcome:
+              on_phase: Callable[[str, float], None] = lambda name, seconds: None,
+              on_probe: Callable[[dict], None] = lambda facts: None) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up."""
     outcome = ChildOutcome({}, False, None, False, None, [])
     record.touch()
@@ -126,12 +140,19 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
             chunk = reader.read()
             pending += chunk
             *lines, pending = pending.split("\n")
-            for line in lines:
-                if line.strip():
-                    _parse_line(line, outcome, on_check, on_phase)
+            if done and pending.strip():
+                lines.append(pending)
+            try:
+                for line in lines:
+                    if line.strip():
+                        _parse_line(line, outcome, on_check, on_phase, on_probe)
+            except StopChild:
+                outcome.stopped = True
+                if not done:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                break
             if done:
-                if pending.strip():
-                    _parse_line(pending, outcome, on_check, on_phase)
                 break
             if time.monotonic() > deadline:
                 outcome.timed_out = True
@@ -145,6 +166,8 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
 
 def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult | None:
     """A child that crashed, hung or spoke garbage is a FAIL of its own, with its log's tail."""
+    if outcome.stopped:
+        return None  # the parent ended it, on a failure it has printed already
     where = f" during {outcome.last_phase!r}" if outcome.last_phase else ""
     tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
     if outcome.timed_out:
@@ -190,8 +213,11 @@ def gate(row: Row, options: Options) -> int:
 
     child_env = {**environment.env_without_pythonpath(), "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
                  "PYTHONUNBUFFERED": "1"}
-    if not installed_checks(run, row, wheel, run.libraries, env.python, child_env, options):
-        return finish(run, options, None, start)
+    if not options.overlap:
+        with phase(run, "probing the environment in a process of its own"):
+            facts = installed.run_probe(env.python, child_env, REPO)
+        if not installed_checks(run, row, wheel, facts, options):
+            return finish(run, options, None, start)
 
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -200,10 +226,19 @@ def gate(row: Row, options: Options) -> int:
     cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record)]
     if options.fail_fast:
         cmd.append("--fail-fast")
+    if not options.overlap:
+        cmd.append("--no-overlap")
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
+    def on_probe(facts: dict) -> None:
+        if options.overlap and not installed_checks(run, row, wheel, facts, options):
+            raise StopChild
+
     outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r),
-                        lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}))
+                        lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
     run.facts = outcome.facts
+    if options.overlap and outcome.probe is None:
+        for name in installed_check_names(row):
+            emit(run, skipped(name, "not run: the child ended before it reported torch and the runtime (see child process)"))
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
         emit(run, verdict)
@@ -221,18 +256,17 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
     return True
 
 
-def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, libraries: shipped.Libraries, python: Path,
-                     env: dict[str, str], options: Options) -> bool:
-    """The checks on the installed environment; False when fail-fast stops the run."""
-    with phase(run, "probing the environment (torch, the registered backends)"):
-        facts = installed.run_probe(python, env, REPO)
-    checks = [installed.check_torch_agrees, installed.check_delegate_registers]
-    for check in checks:
-        result = emit(run, shipped.timed(check, wheel, row, facts))
-        if not result and options.fail_fast:
-            return False
+def installed_check_names(row: Row) -> list[str]:
+    return ["torch agrees", "delegate registers"] + (["CUDA libraries resolve"] if row.needs_cuda else [])
+
+
+def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: Options) -> bool:
+    """The checks on the installed environment (``smoke.installed``); False when fail-fast stops the run."""
+    checks = [(installed.check_torch_agrees, ()), (installed.check_delegate_registers, ())]
     if row.needs_cuda:
-        result = emit(run, shipped.timed(installed.check_cuda_libraries_resolve, wheel, row, facts, libraries))
+        checks.append((installed.check_cuda_libraries_resolve, (run.libraries,)))
+    for check, extra in checks:
+        result = emit(run, shipped.timed(check, wheel, row, facts, *extra))
         if not result and options.fail_fast:
             return False
     return True

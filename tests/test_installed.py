@@ -1,0 +1,90 @@
+"""The checks on the installed environment, judged from what smoke.probe reads there.
+
+The probe's facts are tabled here as the probe prints them (the CPU row's integration run
+and the H200 run produce real ones); the CUDA libraries are resolved against a real folder
+laid out as pip installs the synthetic CUDA wheel and NVIDIA's runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from smoke import installed, shipped
+from smoke.results import Status
+from smoke.rows import ROWS
+from smoke.wheel import read_wheel
+from tests.conftest import REPO
+from tests.test_shipped import SHIMS, make_cuda_wheel
+
+CUDA, CPU = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
+
+
+@pytest.fixture(scope="module")
+def cuda_wheel(slim_x86_64, tmp_path_factory):
+    return make_cuda_wheel(slim_x86_64, tmp_path_factory.mktemp("cuda"))
+
+
+def test_the_probe_runs_in_any_environment_and_says_what_is_missing():
+    proc = subprocess.run([sys.executable, "-m", "smoke.probe"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["purelib"] and ("torch" in facts or "torch_error" in facts)
+
+
+@pytest.mark.parametrize(
+    ("row", "facts", "status", "reason"),
+    [
+        (CPU, {"torch": "2.13.0+cpu", "torch_cuda": None}, Status.PASS, "torch 2.13.0+cpu, paired with executorch 1.5"),
+        (CPU, {"torch": "2.12.1", "torch_cuda": None}, Status.FAIL, "executorch 1.5 pairs with torch 2.13, the environment has 2.12.1"),
+        (CUDA, {"torch": "2.13.0+cu130", "torch_cuda": "13.0"}, Status.PASS, "CUDA 13.0 as +cu130"),
+        (CUDA, {"torch": "2.13.0+cu126", "torch_cuda": "12.6"}, Status.FAIL, "torch has CUDA 12.6, the wheel is +cu130 (CUDA 13)"),
+        (CUDA, {"torch": "2.13.0+cpu", "torch_cuda": None}, Status.FAIL, "is a CPU build (torch.version.cuda is None)"),
+        (CUDA, {"torch_error": "ModuleNotFoundError: No module named 'torch'"}, Status.FAIL, "torch does not import"),
+    ],
+)
+def test_torch_agrees_table(cuda_wheel, pypi_wheel_read, row, facts, status, reason):
+    wheel = cuda_wheel if row.needs_cuda else pypi_wheel_read
+    result = installed.check_torch_agrees(wheel, row, facts)
+    assert result.status is status and reason in result.reason, result.reason
+
+
+@pytest.fixture(scope="module")
+def pypi_wheel_read(wheel_x86_64):
+    return read_wheel(wheel_x86_64)
+
+
+@pytest.mark.parametrize(
+    ("row", "backends", "status"),
+    [(CPU, ["QnnBackend", "OpenvinoBackend", "XnnpackBackend"], Status.PASS),  # 1.5.1 here
+     (CUDA, ["QnnBackend", "XnnpackBackend"], Status.FAIL)],  # 1.2.0 on the H200
+)
+def test_delegate_registers(pypi_wheel_read, row, backends, status):
+    result = installed.check_delegate_registers(pypi_wheel_read, row, {"backends": backends})
+    assert result.status is status
+    if status is Status.FAIL:
+        assert result.reason == f"{row.delegate_id} is not registered (registered: {', '.join(backends)})"
+
+
+def _site(tmp_path, with_runtime: bool):
+    site = tmp_path / "site-packages"
+    (site / "executorch" / "backends" / "cuda").mkdir(parents=True)
+    (site / SHIMS).write_bytes(b"")
+    if with_runtime:
+        (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+        (site / "nvidia" / "cu13" / "lib" / "libcudart.so.13").write_bytes(b"")
+    return site
+
+
+@pytest.mark.parametrize(("with_runtime", "status"), [(True, Status.PASS), (False, Status.FAIL)])
+def test_cuda_libraries_resolve_against_site_packages(cuda_wheel, tmp_path, with_runtime, status):
+    site = _site(tmp_path, with_runtime)
+    result = installed.check_cuda_libraries_resolve(cuda_wheel, CUDA, {"purelib": str(site), "platlib": str(site)},
+                                                    shipped.read_libraries(cuda_wheel))
+    assert result.status is status, result.reason
+    if status is Status.FAIL:
+        assert f"{SHIMS} needs libcudart.so.13, not in any folder its RUNPATH leads to ({site}/nvidia/cu13/lib)" in result.reason
+    else:
+        assert result.measured["found"] == {f"{SHIMS}: libcudart.so.13": str(site / "nvidia" / "cu13" / "lib")}
