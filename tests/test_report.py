@@ -111,3 +111,20 @@ def test_inspect_reports_are_not_row_runs(tmp_path):
 def test_summary_of_a_missing_folder_is_an_error(tmp_path):
     with pytest.raises(summary.ReportError, match="does not exist"):
         summary.load_reports(tmp_path / "nope")
+
+
+def test_the_h200_run_reports_follow_the_schema():
+    """The reports the CUDA and CPU rows wrote on the H200 (docs/runs), read back."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "docs" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
+    paths = sorted(folder.glob("*.json"))
+    assert {p.stem for p in paths} >= {"cuda_x86_64", "cpu_x86_64"}
+    for path in paths:
+        data = json.loads(path.read_text())
+        jsonschema.validate(data, SCHEMA)
+    cuda = json.loads((folder / "cuda_x86_64.json").read_text())
+    assert cuda["device"] == {"name": "NVIDIA H200", "sm": "sm_90"} and cuda["versions"]["torch"] == "2.11.0+cu130"
+    by_name = {c["name"]: c for c in cuda["checks"]}
+    assert by_name["weights in the data file"]["measured"]["difference_bytes"] == 128
+    assert by_name["CUDA build"]["status"] == "fail" and by_name["delegate registers"]["status"] == "fail"
