@@ -66,13 +66,13 @@ def _cpu(machine: str) -> Row:
     # XNNPACK writes no data file for a model without weights (executorch 1.2.0 and 1.5.1).
     return Row(f"cpu_{machine}", machine, "xnnpack", "XnnpackBackend", "model.ptd", needs_cuda=False,
                execution_required=True, weightless_writes_data=False,
-               description=f"CPU wheel, {machine}: export through XNNPACK with weights in model.ptd, load and run on the CPU")
+               description=f"CPU wheel, {machine}: wheel and environment checks, then export through XNNPACK with weights in model.ptd, load and run on the CPU")
 
 
 ROWS: dict[str, Row] = {
     row.name: row
     for row in (
-        _cuda("x86_64", True, "CUDA wheel, x86_64: export, load with aoti_cuda_blob.ptd and run on the GPU (a GPU is required)"),
+        _cuda("x86_64", True, "CUDA wheel, x86_64: wheel and environment checks, then export, load with aoti_cuda_blob.ptd and run on the GPU (a GPU is required)"),
         _cuda("aarch64", False, "CUDA wheel, aarch64: the same checks; export and execution skip, with the reason, where no GPU is visible"),
         _cpu("x86_64"),
         _cpu("aarch64"),
