@@ -43,6 +43,14 @@ _PLAN_DELEGATES = 7
 _OPERATOR_NAME = 0
 _OPERATOR_OVERLOAD = 1
 _DELEGATE_ID = 0
+_DELEGATE_PROCESSED = 1
+_DELEGATE_COMPILE_SPECS = 2
+_COMPILE_SPEC_KEY = 0
+_COMPILE_SPEC_VALUE = 1
+_DATA_REFERENCE_LOCATION = 0  # DataLocation: INLINE = 0, SEGMENT = 1
+_DATA_REFERENCE_INDEX = 1
+_PROGRAM_BACKEND_DELEGATE_DATA = 3
+_INLINE_DATA = 0
 _NAMED_DATA_KEY = 0
 _NAMED_DATA_SEGMENT = 1
 # flat_tensor.fbs field indices.
@@ -50,6 +58,14 @@ _FLAT_TENSOR_SEGMENTS = 1
 _FLAT_TENSOR_NAMED_DATA = 2
 _SEGMENT_OFFSET = 0
 _SEGMENT_SIZE = 1
+
+# backends/xnnpack/serialization: the blob starts with an XH00 header (magic at 4, u16 length,
+# u32 flatbuffer offset, u32 flatbuffer size, u32 constant data offset, u64 constant data size)
+# before an XNNGraph flatbuffer, whose field 8 is constant_data [ConstantDataOffset{offset, size, named_key}].
+_XNN_HEADER = struct.Struct("<4sHIIIQ")
+_XNN_MAGIC = b"XH00"
+_XNN_GRAPH_CONSTANT_DATA = 8
+_XNN_CONSTANT_NAMED_KEY = 2
 
 _PTE_IDENTIFIER = b"ET12"
 _PTD_IDENTIFIER = b"FT01"
@@ -76,6 +92,9 @@ class Program:
     size: int
     plans: tuple[Plan, ...]
     named_data_keys: tuple[str, ...]  # data the program carries itself
+    # The named data its delegates will ask for at load time, where this reader knows how to tell
+    # (see expected_keys); None where it does not.
+    expected_keys: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +181,73 @@ def _check_segments(data: bytes, program: Table, path: str) -> None:
                                 "(truncated?)")
 
 
+def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes:
+    offset = delegate.Offset(_slot(_DELEGATE_PROCESSED))
+    if not offset:
+        return b""
+    reference = Table(delegate.Bytes, delegate.Indirect(delegate.Pos + offset))
+    location, index = _uint(reference, _DATA_REFERENCE_LOCATION, "<B"), _uint(reference, _DATA_REFERENCE_INDEX, "<I")
+    if location == 0:
+        inline = _vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index]
+        vec = inline.Offset(_slot(_INLINE_DATA))
+        start = inline.Vector(vec)
+        return bytes(inline.Bytes[start : start + inline.VectorLen(vec)])
+    segment = _vector(program, _PROGRAM_SEGMENTS)[index]
+    (base,) = struct.unpack_from("<Q", data, 8 + 16)
+    start = base + _uint(segment, _SEGMENT_OFFSET, "<Q")
+    return data[start : start + _uint(segment, _SEGMENT_SIZE, "<Q")]
+
+
+def _compile_specs(delegate: Table) -> dict[str, bytes]:
+    specs = {}
+    for spec in _vector(delegate, _DELEGATE_COMPILE_SPECS):
+        vec = spec.Offset(_slot(_COMPILE_SPEC_VALUE))
+        value = b""
+        if vec:
+            start = spec.Vector(vec)
+            value = bytes(spec.Bytes[start : start + spec.VectorLen(vec)])
+        specs[_string(spec, _COMPILE_SPEC_KEY)] = value
+    return specs
+
+
+def _xnnpack_keys(blob: bytes) -> list[str]:
+    if len(blob) < _XNN_HEADER.size or blob[4:8] != _XNN_MAGIC:
+        raise ArtifactError(f"an XnnpackBackend blob without its {_XNN_MAGIC!r} header")
+    _magic, _length, fb_offset, fb_size, _const_offset, _const_size = _XNN_HEADER.unpack_from(blob, 4)
+    graph = _root(blob[fb_offset : fb_offset + fb_size], b"XN01", "the XNNPACK graph")
+    return [key for c in _vector(graph, _XNN_GRAPH_CONSTANT_DATA) if (key := _string(c, _XNN_CONSTANT_NAMED_KEY))]
+
+
+def expected_keys(data: bytes, program: Table) -> tuple[str, ...] | None:
+    """The named data the program's delegates fetch when it loads, from the program itself.
+
+    XnnpackBackend: the named keys of its graph's constant data (its own schema). CudaBackend
+    (as executorch 1.2.0 was seen to write it): ``<method_name>_so_blob`` and
+    ``<method_name>_weights_blob``, method_name from the delegate's compile spec. Any other
+    delegate: None (not known to this reader).
+    """
+    keys: list[str] = []
+    for plan in _vector(program, _PROGRAM_EXECUTION_PLAN):
+        for delegate in _vector(plan, _PLAN_DELEGATES):
+            backend = _string(delegate, _DELEGATE_ID)
+            if backend == "XnnpackBackend":
+                keys += _xnnpack_keys(_delegate_blob(data, program, delegate))
+            elif backend == "CudaBackend":
+                method = _compile_specs(delegate).get("method_name", b"").decode() or _string(plan, _PLAN_NAME)
+                keys += [f"{method}_so_blob", f"{method}_weights_blob"]
+            else:
+                return None
+    return tuple(dict.fromkeys(keys))
+
+
+def missing_keys(program: Program, data_files: list["DataFile"]) -> list[str] | None:
+    """Keys the program expects that neither it nor the given data files hold (None: unknown)."""
+    if program.expected_keys is None:
+        return None
+    held = set(program.named_data_keys) | {blob.key for d in data_files for blob in d.blobs}
+    return [key for key in program.expected_keys if key not in held]
+
+
 def read_program(path: Path | str) -> Program:
     path = str(path)
     data = Path(path).read_bytes()
@@ -178,7 +264,7 @@ def read_program(path: Path | str) -> Program:
             plans.append(Plan(_string(plan, _PLAN_NAME), delegates, ops))
         keys = tuple(_string(n, _NAMED_DATA_KEY) for n in _vector(program, _PROGRAM_NAMED_DATA))
         _check_segments(data, program, path)
-        return Program(path, len(data), tuple(plans), keys)
+        return Program(path, len(data), tuple(plans), keys, expected_keys(data, program))
 
     return _guard(path, read)
 
@@ -236,6 +322,8 @@ def describe(item: Program | DataFile) -> list[str]:
         for plan in item.plans:
             lines.append(f"  plan {plan.name!r}: delegates {list(plan.delegate_ids)}, operators left {list(plan.operators)}")
         lines.append(f"  named data in the program: {list(item.named_data_keys)}")
+        expected = "unknown for these delegates" if item.expected_keys is None else list(item.expected_keys)
+        lines.append(f"  named data its delegates expect: {expected}")
         return lines
     lines = [
         f"{item.path}: data file, {item.size} B; header length {item.header_length}, "
@@ -254,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the same as JSON")
     args = parser.parse_args(argv)
     code = 0
-    records = []
+    records, items = [], []
     for path in args.paths:
         try:
             item = read(path)
@@ -262,10 +350,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ERROR {exc}", file=sys.stderr)
             code = 1
             continue
+        items.append(item)
         if args.json:
             records.append({"kind": type(item).__name__.lower(), **asdict(item)})
         else:
             print("\n".join(describe(item)))
+    # Given a program with data files from its own folder, say whether every key it expects is there.
+    for program in (i for i in items if isinstance(i, Program)):
+        folder = Path(program.path).parent
+        data_files = [i for i in items if isinstance(i, DataFile) and Path(i.path).parent == folder]
+        if not data_files:
+            continue
+        missing = missing_keys(program, data_files)
+        names = ", ".join(Path(d.path).name for d in data_files)
+        if missing is None:
+            verdict = {"program": program.path, "data_files": [d.path for d in data_files], "missing": None}
+            line = f"{program.path}: which keys its delegates expect is unknown to this reader"
+        else:
+            verdict = {"program": program.path, "data_files": [d.path for d in data_files], "missing": missing}
+            line = (f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys)})" if not missing
+                    else f"{program.path} with {names}: missing {missing}")
+            code = code or (1 if missing else 0)
+        if args.json:
+            records.append({"kind": "pairing", **verdict})
+        else:
+            print(line)
     if args.json:
         print(json.dumps(records, indent=2))
     return code

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from smoke.artifacts import ArtifactError, read_data_file, read_program
+from smoke.artifacts import ArtifactError, missing_keys, read_data_file, read_program
 from smoke.results import CheckResult, failed, passed
 
 
@@ -55,8 +55,17 @@ def check_data_file(label: str, folder: Path, data_file: str, *, required: bool)
     except (OSError, ArtifactError) as exc:
         return failed(name, f"{data_file} is not a readable data file: {exc}", data_file_bytes=path.stat().st_size)
     keys = ", ".join(f"{b.key} {b.size} B" for b in data.blobs) or "no named data"
-    return passed(name, f"{data_file} is {data.size} B ({keys})", data_file_bytes=data.size,
-                  payload_bytes=data.payload_bytes, written=True)
+    measured = {"data_file_bytes": data.size, "payload_bytes": data.payload_bytes, "written": True}
+    pte = folder / "model.pte"
+    try:
+        missing = missing_keys(read_program(pte), [data]) if pte.is_file() else None
+    except (OSError, ArtifactError):
+        missing = None  # an unreadable program is the delegate check's failure
+    if missing:
+        return failed(name, f"{data_file} ({keys}) lacks the named data its program expects: {', '.join(missing)}",
+                      missing_keys=missing, **measured)
+    known = "" if missing is None else ", every key its program expects"
+    return passed(name, f"{data_file} is {data.size} B ({keys}){known}", **measured)
 
 
 def check_weights_in_data_file(data_file: str, weighted_bytes: int, weightless_bytes: int, weight_bytes: int) -> CheckResult:

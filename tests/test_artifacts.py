@@ -98,8 +98,9 @@ def test_json_output_holds_what_the_gate_judged(capsys):
              H200 / "weighted" / "aoti_cuda_blob.ptd", CPU / "weighted" / "model.pte", CPU / "weighted" / "model.ptd"]
     assert artifacts.main([*map(str, paths), "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
-    assert [r["kind"] for r in records] == ["program", "datafile", "datafile", "program", "datafile"]
-    cuda_program, weightless, weighted, cpu_program, cpu_data = records
+    assert [r["kind"] for r in records] == ["program", "datafile", "datafile", "program", "datafile", "pairing", "pairing"]
+    cuda_program, weightless, weighted, cpu_program, cpu_data, *pairings = records
+    assert [p["missing"] for p in pairings] == [[], []]  # each program with the data file of its own folder
     assert cuda_program["plans"] == [{"name": "forward", "delegate_ids": ["CudaBackend"], "operators": []}]
     assert weightless["blobs"] == [{"key": "forward_weights_blob", "size": 0, "all_zero": True}]
     assert weighted["blobs"] == [{"key": "forward_weights_blob", "size": 128, "all_zero": False}]
@@ -123,3 +124,27 @@ def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, 
     assert artifacts.main([str(path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR ") and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (H200 / "weightless" / "model.pte", ("forward_so_blob", "forward_weights_blob")),
+        (CPU / "weightless" / "model.pte", ()),
+        (CPU / "weighted" / "model.pte", ("7bd1336255a603d084c99a85e4649ae413a650310db35d2868cab6e6905b8850",
+                                          "abe91884182b2a066291092b80ecb9bf0224387425044e433e0cfe4cd16befa3")),
+    ],
+)
+def test_the_keys_a_program_expects_are_read_from_its_delegates(path, expected):
+    assert read_program(path).expected_keys == expected
+
+
+def test_a_program_with_its_data_file_is_matched_key_by_key(tmp_path, capsys):
+    assert artifacts.main([str(CPU / "weighted" / "model.pte"), str(CPU / "weighted" / "model.ptd")]) == 0
+    assert "model.pte with model.ptd: every key it expects is present (2)" in capsys.readouterr().out
+    # The CUDA program beside the XNNPACK data file: the weights key is missing, and the exit says so.
+    (tmp_path / "model.pte").write_bytes((H200 / "weighted" / "model.pte").read_bytes())
+    (tmp_path / "model.ptd").write_bytes((CPU / "weighted" / "model.ptd").read_bytes())
+    assert artifacts.main([str(tmp_path / "model.pte"), str(tmp_path / "model.ptd"), "--json"]) == 1
+    pairing = json.loads(capsys.readouterr().out)[-1]
+    assert pairing["kind"] == "pairing" and pairing["missing"] == ["forward_weights_blob"]

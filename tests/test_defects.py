@@ -94,6 +94,14 @@ def data_file_truncated(ctx):
     return check_data_file("weighted", folder, CUDA.data_file, required=True)
 
 
+def data_file_of_another_program(ctx):
+    # The XNNPACK program's folder with the CUDA program's data file under its name: it reads,
+    # but does not hold the keys the program's delegate will ask for.
+    folder = ctx.copy_artifacts(CPU / "weighted")
+    (folder / CPU_ROW.data_file).write_bytes((H200 / "weighted" / CUDA.data_file).read_bytes())
+    return check_data_file("weighted", folder, CPU_ROW.data_file, required=True)
+
+
 def weights_not_in_the_data_file(ctx):
     # The weighted program's data file replaced by the weightless one: it reads, it is not the weights.
     sizes = {label: (H200 / label / CUDA.data_file).stat().st_size for label in ("weightless", "weighted")}
@@ -219,6 +227,7 @@ DEFECTS = [
     (data_file_renamed, "data file (weighted)", "aoti_cuda_blob.ptd is missing"),
     (data_file_empty, "data file (weighted)", "is not a readable data file"),
     (data_file_truncated, "data file (weighted)", "the file is 300 B"),
+    (data_file_of_another_program, "data file (weighted)", "lacks the named data its program expects: 7bd13362"),
     (weights_not_in_the_data_file, "weights in the data file", "the weights are not in the data file"),
     (xnnpack_program_on_the_cuda_row, "delegate (weighted)", "has delegates ['XnnpackBackend'], not CudaBackend"),
     pytest.param(program_with_no_delegate, "delegate (weighted)", "has delegates [], not XnnpackBackend", marks=slow),
