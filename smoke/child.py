@@ -278,15 +278,86 @@ def negative_main(pte: str, out: Path) -> int:
 def gate(row: Row, workdir: Path, rec: Recorder, early_negative: bool = True) -> None:
     # Started before our own imports, so that its imports overlap ours and the exports.
     started = start_negative_process(workdir) if early_negative else None
+    forced = os.environ.get("GATE_PARALLEL_EXPORTS")
+    parallel = early_negative and (forced == "1" if forced in ("0", "1") else (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS)
+    exporters = {PARALLEL_LABEL: start_export_process(row, workdir)} if parallel else {}
     try:
-        _gate(row, workdir, rec, started)
+        _gate(row, workdir, rec, started, dict(exporters))
     finally:
-        if started is not None and started.poll() is None:
-            started.kill()
-            started.wait()
+        for proc in (started, *exporters.values()):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
-def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None) -> None:
+def export_here(rec: Recorder, row: Row, name: str, model, example, folder: Path) -> bool:
+    start = time.monotonic()
+    try:
+        with rec.phase(name):
+            EXPORTERS[row.backend](model, example, folder)
+    except Exception as exc:
+        rec.write(kind="log", text=traceback.format_exc())
+        rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
+        return False
+    seconds = round(time.monotonic() - start, 1)
+    rec.check(passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {seconds} s", seconds=seconds))
+    return True
+
+
+# The weightless model is exported by a helper process at the same time as the weighted one
+# here, where the machine has the cores for it (--no-overlap: one after the other;
+# GATE_PARALLEL_EXPORTS=1 or 0 decides whatever the core count).
+PARALLEL_LABEL = "weightless"
+PARALLEL_MIN_CPUS = 4
+
+
+def start_export_process(row: Row, workdir: Path) -> subprocess.Popen:
+    folder = workdir / PARALLEL_LABEL
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "smoke.child", "--export", row.name, PARALLEL_LABEL, str(folder), str(workdir / "export.json")]
+    with open(workdir / "export.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Path, workdir: Path) -> bool:
+    name = f"export ({PARALLEL_LABEL})"
+    helper.wait()
+    try:
+        verdict = json.loads((workdir / "export.json").read_text())
+    except (OSError, ValueError):
+        log = workdir / "export.log"
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
+        rec.check(failed(name, f"the export process exited {helper.returncode} without its result: {tail}"))
+        return False
+    rec.write(kind="phase", name=name, event="start")
+    rec.write(kind="phase", name=name, event="end", seconds=verdict["seconds"])
+    if not verdict["ok"]:
+        rec.write(kind="log", text=verdict["traceback"])
+        rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
+        return False
+    rec.check(passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {verdict['seconds']:.1f} s "
+                           "(in its own process, beside the other export)", seconds=verdict["seconds"]))
+    return True
+
+
+def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
+    import torch  # noqa: F401
+    import executorch.exir  # noqa: F401
+
+    model, example = models()[label]
+    start = time.monotonic()
+    try:
+        EXPORTERS[ROWS[row_name].backend](model, example, folder)
+        verdict = {"ok": True, "seconds": round(time.monotonic() - start, 3)}
+    except Exception as exc:  # reported as data
+        verdict = {"ok": False, "seconds": round(time.monotonic() - start, 3), "error": one_line(exc),
+                   "traceback": traceback.format_exc()}
+    out.write_text(json.dumps(verdict))
+    return 0
+
+
+def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
+          exporters: dict[str, subprocess.Popen] | None = None) -> None:
     with rec.phase("import torch and executorch"):
         import torch
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
@@ -311,6 +382,11 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     built = models()
     folders = {label: workdir / label for label in built}
     exported: dict[str, bool] = {}
+    helper = exporters.pop(PARALLEL_LABEL, None) if exporters else None
+    if blocked and helper is not None:
+        helper.kill()
+        helper.wait()
+        helper = None
     for label, (model, example) in built.items():
         name = f"export ({label})"
         if blocked:
@@ -318,18 +394,11 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
             exported[label] = False
             continue
         folders[label].mkdir(parents=True, exist_ok=True)
-        start = time.monotonic()
-        try:
-            with rec.phase(name):
-                EXPORTERS[row.backend](model, example, folders[label])
-        except Exception as exc:
-            rec.write(kind="log", text=traceback.format_exc())
-            rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
-            exported[label] = False
-            continue
-        seconds = round(time.monotonic() - start, 1)
-        exported[label] = True
-        rec.check(passed(name, f"wrote {', '.join(sorted(p.name for p in folders[label].iterdir()))} in {seconds} s", seconds=seconds))
+        if label == PARALLEL_LABEL and helper is not None:
+            continue  # exported by the helper process, collected below
+        exported[label] = export_here(rec, row, name, model, example, folders[label])
+    if helper is not None:
+        exported[PARALLEL_LABEL] = collect_export(rec, row, helper, folders[PARALLEL_LABEL], workdir)
 
     data: dict[str, CheckResult] = {}
     for label in built:
@@ -369,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--negative":
         return negative_main(argv[1], Path(argv[2]))
+    if argv and argv[0] == "--export":
+        return export_main(argv[1], argv[2], Path(argv[3]), Path(argv[4]))
     parser = argparse.ArgumentParser(prog="python -m smoke.child")
     parser.add_argument("row", choices=sorted(ROWS))
     parser.add_argument("workdir", type=Path)

@@ -45,8 +45,9 @@ def parser(row: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
     p.add_argument("--no-overlap", dest="overlap", action="store_false",
-                   help="read torch and the runtime in a process of their own before the child, and start the negative "
-                        "control's process only when needed (the slower, serial way; for the benchmark's before/after)")
+                   help="read torch and the runtime in a process of their own before the child, start the negative "
+                        "control's process only when needed, export the two models one after the other "
+                        "(the slower, serial way; for the benchmark's before/after)")
     _report_options(p)
     return p
 

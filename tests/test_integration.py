@@ -111,3 +111,12 @@ def test_summary_of_the_real_report(cpu_run, reports, tmp_path):
     assert proc.returncode == 1
     assert "FAIL cpu_aarch64: no report (the cpu release needs this row)" in proc.stdout
     assert re.search(r"\| data file \(weighted\) \| PASS \d+ B \| — \|", proc.stdout)
+
+
+def test_the_weightless_export_in_a_process_of_its_own_gives_the_same_verdict(cpu_run, wheel_x86_64, env_dir, monkeypatch):
+    # What machines with 4 or more cores do by default; forced here, on 2.
+    monkeypatch.setenv("GATE_PARALLEL_EXPORTS", "1")
+    proc = nox("-s", "cpu_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--reuse-env")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"PASS export \(weightless\): wrote model\.pte in \S+ s \(in its own process, beside the other export\)", proc.stdout)
+    assert "cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped" in proc.stdout
