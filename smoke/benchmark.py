@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
         lines += [f"Cold run (environment built): whole run {cold['total']:.1f} s, of which building the environment "
                   f"{build:.1f} s; unavoidable there: the build plus exports and loads, {build + cold['unavoidable']:.1f} s, "
                   f"overhead {100 * (cold['total'] / (build + cold['unavoidable']) - 1):+.0f} %.", ""]
-    lines += ["Warm runs on the reused environment, the two variants interleaved:", "", *table(variants), ""]
+    lines += ["Warm runs on the reused environment, the variants interleaved:", "", *table(variants), ""]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output is not None:
