@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.test_cli import nox
 
 pytestmark = pytest.mark.slow

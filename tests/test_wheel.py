@@ -8,7 +8,6 @@ import pytest
 
 from smoke.errors import InvalidWheel, NoTorchPairing, WrongPlatform
 from smoke.pairing import constraints_for
-from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import Interpreter, check_interpreter, check_machine, platform_machine, read_wheel
 from tests.conftest import rewrite_wheel
