@@ -229,6 +229,7 @@ def gate(row: Row, options: Options) -> int:
     if not options.overlap:
         cmd.append("--no-overlap")
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
+
     def on_probe(facts: dict) -> None:
         if options.overlap and not installed_checks(run, row, wheel, facts, options):
             raise StopChild
