@@ -149,6 +149,20 @@ def _vector(table: Table, field: int) -> list[Table]:
     return items
 
 
+def _ubytes(table: Table, field: int) -> bytes:
+    """A [ubyte] field's bytes."""
+    offset = table.Offset(_slot(field))
+    if not offset:
+        return b""
+    start = table.Vector(offset)
+    return bytes(table.Bytes[start : start + table.VectorLen(offset)])
+
+
+def _segments(table: Table, field: int) -> list[tuple[int, int]]:
+    """A [DataSegment] field (program.fbs and flat_tensor.fbs alike) as (offset, size) pairs."""
+    return [(_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q")) for s in _vector(table, field)]
+
+
 def _uint(table: Table, field: int, fmt: str) -> int:
     offset = table.Offset(_slot(field))
     if not offset:
@@ -165,14 +179,20 @@ def _guard(path: str, read):
         raise ArtifactError(f"{path!r} is damaged: an offset points outside the file ({exc})") from exc
 
 
+def _pte_header(data: bytes) -> tuple[int, int]:
+    """The program size and segment base offset from the eh00 header."""
+    _magic, _length, program_size, base = _PTE_HEADER.unpack_from(data, 8)
+    return program_size, base
+
+
 def _check_segments(data: bytes, program: Table, path: str) -> None:
     """Every segment the program names (delegate blobs, constants, named data) lies inside the file."""
-    segments = [(_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q")) for s in _vector(program, _PROGRAM_SEGMENTS)]
+    segments = _segments(program, _PROGRAM_SEGMENTS)
     if not segments:
         return
     if len(data) < 8 + _PTE_HEADER.size or data[8:12] != _PTE_HEADER_MAGIC:
         raise ArtifactError(f"{path!r} names {len(segments)} segments but has no {_PTE_HEADER_MAGIC!r} header to place them")
-    _magic, _length, program_size, base = _PTE_HEADER.unpack_from(data, 8)
+    program_size, base = _pte_header(data)
     if program_size > len(data):
         raise ArtifactError(f"{path!r}: header says the program is {program_size} B, the file is {len(data)} B")
     for index, (offset, size) in enumerate(segments):
@@ -188,26 +208,14 @@ def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes:
     reference = Table(delegate.Bytes, delegate.Indirect(delegate.Pos + offset))
     location, index = _uint(reference, _DATA_REFERENCE_LOCATION, "<B"), _uint(reference, _DATA_REFERENCE_INDEX, "<I")
     if location == 0:
-        inline = _vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index]
-        vec = inline.Offset(_slot(_INLINE_DATA))
-        start = inline.Vector(vec)
-        return bytes(inline.Bytes[start : start + inline.VectorLen(vec)])
-    segment = _vector(program, _PROGRAM_SEGMENTS)[index]
-    (base,) = struct.unpack_from("<Q", data, 8 + 16)
-    start = base + _uint(segment, _SEGMENT_OFFSET, "<Q")
-    return data[start : start + _uint(segment, _SEGMENT_SIZE, "<Q")]
+        return _ubytes(_vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index], _INLINE_DATA)
+    offset, size = _segments(program, _PROGRAM_SEGMENTS)[index]
+    start = _pte_header(data)[1] + offset
+    return data[start : start + size]
 
 
 def _compile_specs(delegate: Table) -> dict[str, bytes]:
-    specs = {}
-    for spec in _vector(delegate, _DELEGATE_COMPILE_SPECS):
-        vec = spec.Offset(_slot(_COMPILE_SPEC_VALUE))
-        value = b""
-        if vec:
-            start = spec.Vector(vec)
-            value = bytes(spec.Bytes[start : start + spec.VectorLen(vec)])
-        specs[_string(spec, _COMPILE_SPEC_KEY)] = value
-    return specs
+    return {_string(spec, _COMPILE_SPEC_KEY): _ubytes(spec, _COMPILE_SPEC_VALUE) for spec in _vector(delegate, _DELEGATE_COMPILE_SPECS)}
 
 
 def _xnnpack_keys(blob: bytes) -> list[str]:
@@ -284,10 +292,7 @@ def read_data_file(path: Path | str) -> DataFile:
             raise ArtifactError(
                 f"{path!r}: header says segments end at byte {base + seg_size}, the file is {len(data)} B"
             )
-        segments = [
-            (_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q"))
-            for s in _vector(root, _FLAT_TENSOR_SEGMENTS)
-        ]
+        segments = _segments(root, _FLAT_TENSOR_SEGMENTS)
         blobs = []
         for named in _vector(root, _FLAT_TENSOR_NAMED_DATA):
             key = _string(named, _NAMED_DATA_KEY)
@@ -364,15 +369,13 @@ def main(argv: list[str] | None = None) -> int:
         missing = missing_keys(program, data_files)
         names = ", ".join(Path(d.path).name for d in data_files)
         if missing is None:
-            verdict = {"program": program.path, "data_files": [d.path for d in data_files], "missing": None}
             line = f"{program.path}: which keys its delegates expect is unknown to this reader"
+        elif missing:
+            line, code = f"{program.path} with {names}: missing {missing}", 1
         else:
-            verdict = {"program": program.path, "data_files": [d.path for d in data_files], "missing": missing}
-            line = (f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys)})" if not missing
-                    else f"{program.path} with {names}: missing {missing}")
-            code = code or (1 if missing else 0)
+            line = f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys)})"
         if args.json:
-            records.append({"kind": "pairing", **verdict})
+            records.append({"kind": "pairing", "program": program.path, "data_files": [d.path for d in data_files], "missing": missing})
         else:
             print(line)
     if args.json:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.probe import one_line
 from smoke.results import CheckResult, Status, failed, passed, skipped
 from smoke.rows import ROWS, Row
 
@@ -69,11 +70,6 @@ class Recorder:
             yield
         finally:
             self.write(kind="phase", name=name, event="end", seconds=round(time.monotonic() - start, 3))
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[-1] if text else ''}".rstrip(": ")
 
 
 # --- the models -----------------------------------------------------------------
@@ -280,11 +276,11 @@ def gate(row: Row, workdir: Path, rec: Recorder, early_negative: bool = True) ->
     started = start_negative_process(workdir) if early_negative else None
     forced = os.environ.get("GATE_PARALLEL_EXPORTS")
     parallel = early_negative and (forced == "1" if forced in ("0", "1") else (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS)
-    exporters = {PARALLEL_LABEL: start_export_process(row, workdir)} if parallel else {}
+    helper = start_export_process(row, workdir) if parallel else None
     try:
-        _gate(row, workdir, rec, started, dict(exporters))
+        _gate(row, workdir, rec, started, helper)
     finally:
-        for proc in (started, *exporters.values()):
+        for proc in (started, helper):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -299,9 +295,13 @@ def export_here(rec: Recorder, row: Row, name: str, model, example, folder: Path
         rec.write(kind="log", text=traceback.format_exc())
         rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
         return False
-    seconds = round(time.monotonic() - start, 1)
-    rec.check(passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {seconds} s", seconds=seconds))
+    rec.check(_wrote(name, folder, time.monotonic() - start))
     return True
+
+
+def _wrote(name: str, folder: Path, seconds: float, where: str = "") -> CheckResult:
+    seconds = round(seconds, 1)
+    return passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {seconds} s{where}", seconds=seconds)
 
 
 # The weightless model is exported by a helper process at the same time as the weighted one
@@ -335,8 +335,7 @@ def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Pa
         rec.write(kind="log", text=verdict["traceback"])
         rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
         return False
-    rec.check(passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {verdict['seconds']:.1f} s "
-                           "(in its own process, beside the other export)", seconds=verdict["seconds"]))
+    rec.check(_wrote(name, folder, verdict["seconds"], " (in its own process, beside the other export)"))
     return True
 
 
@@ -357,7 +356,7 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
 
 
 def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
-          exporters: dict[str, subprocess.Popen] | None = None) -> None:
+          helper: subprocess.Popen | None = None) -> None:
     with rec.phase("import torch and executorch"):
         import torch
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
@@ -382,7 +381,6 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     built = models()
     folders = {label: workdir / label for label in built}
     exported: dict[str, bool] = {}
-    helper = exporters.pop(PARALLEL_LABEL, None) if exporters else None
     if blocked and helper is not None:
         helper.kill()
         helper.wait()
@@ -445,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workdir", type=Path)
     parser.add_argument("record", type=Path)
     parser.add_argument("--fail-fast", action="store_true")
-    parser.add_argument("--no-overlap", action="store_true", help="start the negative control's process only when it is needed")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="start the negative control's process only when it is needed, and export the models one after the other")
     args = parser.parse_args(argv)
     rec = Recorder(args.record, args.fail_fast)
     try:

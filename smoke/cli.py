@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Callable
 
 from smoke.errors import EXIT_CANNOT_RUN, GateError
 from smoke.rows import ROWS
@@ -67,15 +68,23 @@ def inspect_parser() -> argparse.ArgumentParser:
     return p
 
 
-def inspect_main(argv: list[str]) -> int:
-    from smoke import gate, inspect
-
+def _at_the_edge(work: Callable[[], int]) -> int:
+    """Run a command; an error that means it could not run is one ERROR line and exit 2."""
     try:
-        args = inspect_parser().parse_args(argv)
-        return inspect.inspect(gate.Options(wheel=args.wheel, fail_fast=args.fail_fast, report_dir=args.report_dir), args.row)
+        return work()
     except GateError as exc:
         print(f"ERROR {exc}", file=sys.stderr, flush=True)
         return EXIT_CANNOT_RUN
+
+
+def inspect_main(argv: list[str]) -> int:
+    from smoke import gate, inspect
+
+    def work() -> int:
+        args = inspect_parser().parse_args(argv)
+        return inspect.inspect(gate.Options(wheel=args.wheel, fail_fast=args.fail_fast, report_dir=args.report_dir), args.row)
+
+    return _at_the_edge(work)
 
 
 def summary_parser() -> argparse.ArgumentParser:
@@ -91,12 +100,11 @@ def summary_parser() -> argparse.ArgumentParser:
 def summary_main(argv: list[str]) -> int:
     from smoke import summary
 
-    try:
+    def work() -> int:
         args = summary_parser().parse_args(argv)
         return summary.summary(args.reports, args.release, args.output)
-    except GateError as exc:
-        print(f"ERROR {exc}", file=sys.stderr, flush=True)
-        return EXIT_CANNOT_RUN
+
+    return _at_the_edge(work)
 
 
 def main(argv: list[str], row: str | None = None) -> int:
@@ -110,7 +118,8 @@ def main(argv: list[str], row: str | None = None) -> int:
         from smoke import benchmark
 
         return benchmark.main(argv[1:])
-    try:
+
+    def work() -> int:
         args = parser(row).parse_args(argv)
         name = row or args.row
         if name not in ROWS:
@@ -122,6 +131,5 @@ def main(argv: list[str], row: str | None = None) -> int:
         fields = {f.name for f in dataclasses.fields(gate.Options)}
         options = gate.Options(**{k: v for k, v in vars(args).items() if k in fields})
         return gate.gate(ROWS[name], options)
-    except GateError as exc:
-        print(f"ERROR {exc}", file=sys.stderr, flush=True)
-        return EXIT_CANNOT_RUN
+
+    return _at_the_edge(work)

@@ -26,7 +26,7 @@ class CuobjdumpError(RuntimeError):
     pass
 
 
-def find_cuobjdump(extra_sites: tuple[Path, ...] = ()) -> str | None:
+def find_cuobjdump() -> str | None:
     """The cuobjdump to use: $CUOBJDUMP, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, then packaged copies."""
     if os.environ.get("CUOBJDUMP"):
         return os.environ["CUOBJDUMP"]
@@ -35,7 +35,7 @@ def find_cuobjdump(extra_sites: tuple[Path, ...] = ()) -> str | None:
         return found
     candidates = [Path(os.environ[v]) / "bin" / "cuobjdump" for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     candidates.append(Path("/usr/local/cuda/bin/cuobjdump"))
-    sites = [Path(sysconfig.get_paths()["purelib"]), Path(sysconfig.get_paths()["platlib"]), *extra_sites]
+    sites = [Path(sysconfig.get_paths()["purelib"]), Path(sysconfig.get_paths()["platlib"])]
     sites += [Path(p) for p in sys.path if p.endswith("site-packages")]
     candidates += [site / rel for site in sites for rel in _PACKAGED]
     for candidate in candidates:

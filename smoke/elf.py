@@ -38,9 +38,9 @@ class Library:
             if name.startswith(CUDA_LIBRARY_PREFIXES) and not name.startswith(DRIVER_LIBRARIES)
         )
 
-    @property
-    def links_cuda(self) -> bool:
-        return any(name.startswith(CUDA_LIBRARY_PREFIXES) for name in self.needed)
+    def origin_targets(self) -> list[str]:
+        """Its sound ``$ORIGIN`` entries, as folders relative to site-packages."""
+        return [resolve(self.path, entry) for entry in self.search_path if not entry_problem(self.path, entry)]
 
 
 def is_elf(data: bytes) -> bool:

@@ -238,7 +238,7 @@ def gate(row: Row, options: Options) -> int:
                         lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:
-        for name in installed_check_names(row):
+        for name, _check in installed.checks_for(row):
             emit(run, skipped(name, "not run: the child ended before it reported torch and the runtime (see child process)"))
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
@@ -257,17 +257,10 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
     return True
 
 
-def installed_check_names(row: Row) -> list[str]:
-    return ["torch agrees", "delegate registers"] + (["CUDA libraries resolve"] if row.needs_cuda else [])
-
-
 def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: Options) -> bool:
     """The checks on the installed environment (``smoke.installed``); False when fail-fast stops the run."""
-    checks = [(installed.check_torch_agrees, ()), (installed.check_delegate_registers, ())]
-    if row.needs_cuda:
-        checks.append((installed.check_cuda_libraries_resolve, (run.libraries,)))
-    for check, extra in checks:
-        result = emit(run, shipped.timed(check, wheel, row, facts, *extra))
+    for _name, check in installed.checks_for(row):
+        result = emit(run, shipped.timed(check, wheel, row, facts, run.libraries))
         if not result and options.fail_fast:
             return False
     return True

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from packaging.version import InvalidVersion, Version
 
-from smoke import elf, pairing, shipped
+from smoke import pairing, shipped
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.rows import Row
 from smoke.wheel import Wheel
@@ -29,9 +29,12 @@ def run_probe(python: Path, env: dict[str, str], cwd: Path, timeout: float = 600
         return {"probe_error": f"exited {proc.returncode}: {tail}"}
 
 
-def check_torch_agrees(wheel: Wheel, row: Row, facts: dict[str, Any]) -> CheckResult:
+TORCH_AGREES, DELEGATE_REGISTERS, CUDA_LIBRARIES_RESOLVE = "torch agrees", "delegate registers", "CUDA libraries resolve"
+
+
+def check_torch_agrees(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: shipped.Libraries | None = None) -> CheckResult:
     """torch in the environment is the release paired with the wheel, and on a CUDA row has its CUDA major."""
-    name = "torch agrees"
+    name = TORCH_AGREES
     if "torch" not in facts:
         return failed(name, f"torch does not import in the environment: {facts.get('torch_error') or facts.get('probe_error')}")
     try:
@@ -62,9 +65,9 @@ def check_torch_agrees(wheel: Wheel, row: Row, facts: dict[str, Any]) -> CheckRe
     return passed(name, f"{', '.join(said)}, paired with executorch {wheel.release}", **measured)
 
 
-def check_delegate_registers(wheel: Wheel, row: Row, facts: dict[str, Any]) -> CheckResult:
+def check_delegate_registers(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: shipped.Libraries | None = None) -> CheckResult:
     """After import, the row's delegate is among the runtime's registered backends."""
-    name = "delegate registers"
+    name = DELEGATE_REGISTERS
     if "backends" not in facts:
         return failed(name, f"the executorch runtime does not import: {facts.get('backends_error') or facts.get('probe_error')}")
     backends = facts["backends"]
@@ -76,7 +79,7 @@ def check_delegate_registers(wheel: Wheel, row: Row, facts: dict[str, Any]) -> C
 def check_cuda_libraries_resolve(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: shipped.Libraries) -> CheckResult:
     """Each installed library that links CUDA finds every CUDA library it needs through its own
     $ORIGIN entries, resolved against site-packages as installed."""
-    name = "CUDA libraries resolve"
+    name = CUDA_LIBRARIES_RESOLVE
     sites = [Path(facts[k]) for k in ("purelib", "platlib") if k in facts]
     if not sites:
         return failed(name, f"the environment's site-packages is unknown: {facts.get('probe_error')}")
@@ -85,7 +88,7 @@ def check_cuda_libraries_resolve(wheel: Wheel, row: Row, facts: dict[str, Any], 
         return failed(name, "no shipped library links a CUDA library, so there is nothing to resolve")
     problems, found = [], {}
     for lib in linking:
-        targets = [elf.resolve(lib.path, e) for e in lib.search_path if not elf.entry_problem(lib.path, e)]
+        targets = lib.origin_targets()
         for soname in lib.cuda_needed:
             hit = next((site / t for site in sites for t in targets if (site / t / soname).exists()), None)
             if hit is None:
@@ -98,3 +101,9 @@ def check_cuda_libraries_resolve(wheel: Wheel, row: Row, facts: dict[str, Any], 
     return passed(name, f"{len(found)} CUDA libraries found through $ORIGIN entries in site-packages", found=found)
 
 
+def checks_for(row: Row) -> list[tuple[str, Callable[..., CheckResult]]]:
+    """The row's environment checks, by name; each takes (wheel, row, facts, libraries)."""
+    checks = [(TORCH_AGREES, check_torch_agrees), (DELEGATE_REGISTERS, check_delegate_registers)]
+    if row.needs_cuda:
+        checks.append((CUDA_LIBRARIES_RESOLVE, check_cuda_libraries_resolve))
+    return checks

@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 
-def _error(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the last line of its message."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
 
@@ -25,13 +26,13 @@ def probe() -> dict[str, Any]:
 
         facts.update(torch=torch.__version__, torch_cuda=torch.version.cuda)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        facts["torch_error"] = _error(exc)
+        facts["torch_error"] = one_line(exc)
     try:
         from executorch.extension.pybindings import portable_lib
 
         facts["backends"] = list(portable_lib._get_registered_backend_names())
     except Exception as exc:  # noqa: BLE001
-        facts["backends_error"] = _error(exc)
+        facts["backends_error"] = one_line(exc)
     return facts
 
 

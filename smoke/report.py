@@ -110,14 +110,19 @@ def write(run: Run, folder: Path) -> list[Path]:
     return [json_path, xml_path]
 
 
-def append_step_summary(run: Run) -> Path | None:
-    """Where GitHub Actions sets GITHUB_STEP_SUMMARY, append the run's table to it."""
+def append_to_step_summary(text: str) -> Path | None:
+    """Where GitHub Actions sets GITHUB_STEP_SUMMARY, append ``text`` to it."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
     with open(target, "a", encoding="utf-8") as handle:
-        handle.write(markdown(run) + "\n")
+        handle.write(text)
     return Path(target)
+
+
+def append_step_summary(run: Run) -> Path | None:
+    """Append the run's table to the GitHub step summary, where there is one."""
+    return append_to_step_summary(markdown(run) + "\n")
 
 
 def check_writable(folder: Path) -> None:

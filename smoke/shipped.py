@@ -195,7 +195,6 @@ def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> Check
     every library that links CUDA reaches it through an $ORIGIN entry into a declared package."""
     name = "library RUNPATH"
     problems = list(libraries.unreadable)
-    resolved: dict[str, list[str]] = {}
     for lib in libraries.items:
         bad = [(entry, why) for entry in lib.search_path if (why := elf.entry_problem(lib.path, entry))]
         # The build-tree entries first: they are the ones that name the builder.
@@ -203,14 +202,14 @@ def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> Check
         if bad:
             shown = ", ".join(f"{entry!r} ({why})" for entry, why in bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
             problems.append(f"{lib.path} {lib.tag} has {len(bad)} entries outside the install: {shown}")
-        resolved[lib.path] = [elf.resolve(lib.path, e) for e in lib.search_path if not elf.entry_problem(lib.path, e)]
     linking = [lib for lib in libraries.items if lib.cuda_needed]
     if row.needs_cuda:
         if not linking:
             problems.append("no shipped library links a CUDA library, so there is nothing the CUDA row could load")
         for lib in linking:
+            targets = lib.origin_targets()
             for soname in lib.cuda_needed:
-                if not any(_reaches(wheel, row, target, soname) for target in resolved[lib.path]):
+                if not any(_reaches(wheel, row, target, soname) for target in targets):
                     problems.append(f"{lib.path} links {soname} but no {lib.tag or 'RUNPATH'} entry leads to it in the wheel "
                                     f"or into a CUDA package it declares (entries: {', '.join(lib.search_path) or 'none'})")
     measured = {"libraries": len(libraries.items), "linking_cuda": [lib.path for lib in linking],

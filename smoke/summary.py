@@ -9,13 +9,12 @@ execute skipped a check in ``smoke.rows.MUST_EXECUTE``.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from smoke.errors import EXIT_FAILED, GateError
-from smoke.report import SCHEMA
+from smoke.report import SCHEMA, append_to_step_summary
 from smoke.rows import MUST_EXECUTE, RELEASE_ROWS, ROWS
 
 # The measured number shown beside a status, per check name prefix.
@@ -114,7 +113,5 @@ def summary(folder: Path, release: str, output: Path | None = None) -> int:
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-            handle.write(text)
+    append_to_step_summary(text)
     return 0 if verdict.ok else EXIT_FAILED
