@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -66,3 +67,36 @@ H200 = {"cuda_available": True, "torch_cuda": "13.0", "device_name": "NVIDIA H20
 def test_device_check_per_row(row, facts, status, text):
     result = check_device(ROWS[row], facts)
     assert result.status is status and text in result.reason
+
+
+def test_fail_fast_on_an_environment_check_ends_the_child_at_once(tmp_path):
+    # The child reports its probe, then would go on for a minute; the parent's callback stops it.
+    from smoke.gate import StopChild
+
+    probe = json.dumps({"kind": "probe", "torch": "2.13.0+cpu", "backends": []})
+
+    def stop(_facts):
+        raise StopChild
+
+    record, log = tmp_path / "record.jsonl", tmp_path / "child.log"
+    script = f"rec = open({str(record)!r}, 'a'); rec.write({probe!r} + '\\n'); rec.flush(); import time; time.sleep(60)"
+    start = time.monotonic()
+    outcome = run_child([sys.executable, "-c", script], record, log, 30, dict(os.environ), lambda r: None, on_probe=stop)
+    assert time.monotonic() - start < 15
+    assert outcome.stopped and outcome.returncode is not None and outcome.returncode < 0  # killed
+    assert judge_child(outcome, 30, log) is None  # the parent already printed the failure that stopped it
+
+
+def test_an_export_process_that_dies_without_its_result_is_a_failure(tmp_path):
+    import subprocess
+
+    from smoke.child import Recorder, collect_export
+
+    helper = subprocess.Popen([sys.executable, "-c", "print('killed by the OOM killer, say'); raise SystemExit(9)"],
+                              stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)
+    rec = Recorder(tmp_path / "record.jsonl", fail_fast=False)
+    assert collect_export(rec, ROWS["cpu_x86_64"], helper, tmp_path, tmp_path) is False
+    records = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    check = next(r for r in records if r["kind"] == "check")
+    assert check["status"] == "fail" and check["name"] == "export (weightless)"
+    assert "the export process exited 9 without its result: killed by the OOM killer, say" in check["reason"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from smoke.rows import ROWS
 from tests.test_cli import nox
 
 pytestmark = pytest.mark.slow
@@ -119,3 +120,21 @@ def test_the_weightless_export_in_a_process_of_its_own_gives_the_same_verdict(cp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"PASS export \(weightless\): wrote model\.pte in \S+ s \(in its own process, beside the other export\)", proc.stdout)
     assert "cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped" in proc.stdout
+
+
+def test_a_real_export_failing_in_its_own_process_is_a_failure_naming_the_error(tmp_path):
+    # The helper process really exports through XNNPACK, into a "folder" that is a file.
+    import subprocess
+    import sys
+
+    from smoke.child import PARALLEL_LABEL, Recorder, collect_export
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    cmd = [sys.executable, "-m", "smoke.child", "--export", "cpu_x86_64", PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
+    helper = subprocess.Popen(cmd, stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)
+    rec = Recorder(tmp_path / "record.jsonl", fail_fast=False)
+    assert collect_export(rec, ROWS["cpu_x86_64"], helper, blocker, tmp_path) is False
+    check = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines() if '"check"' in line][-1]
+    assert check["status"] == "fail"
+    assert "export through the XnnpackBackend partitioner raised" in check["reason"] and "(in its own process)" in check["reason"]
