@@ -17,6 +17,10 @@ CUDA_LIBRARY_PREFIXES = ("libcud", "libcublas", "libcufft", "libcurand", "libcus
                          "libnvJitLink", "libnccl", "libnvToolsExt", "libcupti")
 # Folder names that only a build tree has.
 BUILD_TREE_PARTS = ("cmake-out", "pip-out", "CMakeFiles", "_deps", "build")
+# Dynamic symbols kept from each library: ExecuTorch's own C++ namespace, mangled, and the AOTI
+# shim layer's C functions (the rest of a large library's table is not needed, so not kept).
+CORE_SYMBOL_PREFIXES = ("_ZN10executorch", "aoti_torch_")
+STRONG_BINDINGS = ("STB_GLOBAL", "STB_GNU_UNIQUE")
 
 
 class ElfError(ValueError):
@@ -29,6 +33,9 @@ class Library:
     needed: tuple[str, ...]
     search_path: tuple[str, ...]  # RUNPATH entries, or RPATH where there is no RUNPATH
     tag: str  # "RUNPATH", "RPATH" or "" for none
+    # The symbols its dynamic symbol table defines with global (not weak) binding, of the
+    # namespaces the gate judges (CORE_SYMBOL_PREFIXES): what it provides to libraries loaded with it.
+    defined: frozenset[str] = frozenset()
 
     @property
     def cuda_needed(self) -> tuple[str, ...]:
@@ -69,23 +76,56 @@ def read_library(path: str, data: bytes) -> Library:
                 runpath.extend(tag.runpath.split(":"))
             elif kind == "DT_RPATH":
                 rpath.extend(tag.rpath.split(":"))
+        defined = frozenset(_defined_symbols(elf))
     except (ELFError, ValueError, KeyError) as exc:
         raise ElfError(f"{path} is not a readable ELF library ({exc})") from exc
     # The loader ignores DT_RPATH when DT_RUNPATH is present.
     if runpath:
-        return Library(path, tuple(needed), tuple(e for e in runpath if e), "RUNPATH")
-    return Library(path, tuple(needed), tuple(e for e in rpath if e), "RPATH" if rpath else "")
+        return Library(path, tuple(needed), tuple(e for e in runpath if e), "RUNPATH", defined)
+    return Library(path, tuple(needed), tuple(e for e in rpath if e), "RPATH" if rpath else "", defined)
+
+
+def _defined_symbols(elf) -> list[str]:
+    """The strong, defined symbols of the dynamic symbol table whose names start with CORE_SYMBOL_PREFIXES."""
+    table = elf.get_section_by_name(".dynsym")
+    if table is None:
+        return []
+    return [
+        symbol.name for symbol in table.iter_symbols()
+        if symbol.name.startswith(CORE_SYMBOL_PREFIXES) and symbol["st_shndx"] != "SHN_UNDEF"
+        and symbol["st_info"]["bind"] in STRONG_BINDINGS
+    ]
+
+
+def mangled_prefix(qualified: str) -> str:
+    """The start of every Itanium-mangled name of a function in nested namespaces.
+
+    ``executorch::runtime::register_backend`` -> ``_ZN10executorch7runtime16register_backendE``:
+    ``_ZN``, each part as its length and its text, then ``E`` (the parameter types follow).
+    """
+    return "_ZN" + "".join(f"{len(part)}{part}" for part in qualified.split("::")) + "E"
+
+
+# site-packages is PREFIX/lib/pythonX.Y/site-packages on Linux: an entry may climb this many
+# folders above it and still be inside the installed environment (PREFIX/lib, say).
+SITE_DEPTH_IN_PREFIX = 3
 
 
 def resolve(library: str, entry: str) -> str | None:
-    """An ``$ORIGIN`` entry as a path relative to site-packages, or None if it climbs out of it.
+    """An ``$ORIGIN`` entry as a path relative to site-packages, or None if it leaves the environment.
 
-    ``executorch/lib/libx.so`` with ``$ORIGIN/../../torch/lib`` gives ``torch/lib``.
+    ``executorch/lib/libx.so`` with ``$ORIGIN/../../torch/lib`` gives ``torch/lib``;
+    ``executorch/extension/llm/custom_ops/liby.so`` with ``$ORIGIN/../../../../../..`` gives
+    ``../..``, the environment's own ``lib`` (PyPI's 1.4.1 ships that entry).
     """
     origin = posixpath.dirname(library)
     relative = entry.replace("${ORIGIN}", "$ORIGIN").replace("$ORIGIN", origin or ".", 1)
     normal = posixpath.normpath(relative)
-    if normal == ".." or normal.startswith("../") or posixpath.isabs(normal):
+    if posixpath.isabs(normal):
+        return None
+    parts = normal.split("/")
+    climbs = next((i for i, part in enumerate(parts) if part != ".."), len(parts))
+    if climbs > SITE_DEPTH_IN_PREFIX:
         return None
     return "" if normal == "." else normal
 
@@ -100,5 +140,5 @@ def entry_problem(library: str, entry: str) -> str | None:
     if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
         return "relative to the working directory, not to $ORIGIN"
     if resolve(library, entry) is None:
-        return "outside site-packages"
+        return "outside the environment"
     return None

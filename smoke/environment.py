@@ -149,12 +149,30 @@ def plan_no_deps(
     return to_install, left_out
 
 
+# Requirements that must be in the environment's own site-packages, even where --torch-from's
+# .pth makes another environment's copy importable: the wheel's libraries find the CUDA runtime
+# through $ORIGIN entries, relative to their own folder, never through sys.path.
+OWN_SITE_PREFIXES = ("nvidia-",)
+
+
+def _project(item: str) -> str:
+    """The project of a requirement string or of a wheel's path, as plan_no_deps lists them."""
+    if item.endswith(".whl"):
+        return parse_wheel_filename(Path(item).name)[0]
+    return canonicalize_name(Requirement(item).name)
+
+
 def _installed_names(python: Path) -> set[str]:
+    """The distributions the environment has, for --no-deps: what sys.path reaches (the .pth of
+    --torch-from included), except OWN_SITE_PREFIXES packages that are not in its own site-packages."""
     out = run(
-        [python, "-c", "import importlib.metadata as m, json; print(json.dumps([d.metadata['Name'] for d in m.distributions()]))"],
+        [python, "-c", "import importlib.metadata as m, json, os, sysconfig; "
+                       "own = {os.path.realpath(sysconfig.get_paths()[k]) for k in ('purelib', 'platlib')}; "
+                       "print(json.dumps([[d.metadata['Name'], os.path.realpath(str(d.locate_file(''))) in own] for d in m.distributions()]))"],
         "listing installed distributions",
     )
-    return {canonicalize_name(name) for name in json.loads(out.stdout) if name}
+    return {canonicalize_name(name) for name, own in json.loads(out.stdout)
+            if name and (own or not canonicalize_name(name).startswith(OWN_SITE_PREFIXES))}
 
 
 def _marker_env(python: Path) -> dict[str, str]:
@@ -207,8 +225,13 @@ def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
         run(pip + ["--no-deps", wheel.path], f"installing {wheel.filename} without its dependencies")
         available = wheelhouse_files(options.wheelhouse) if options.wheelhouse else None
         todo, left_out = plan_no_deps(wheel.requires_dist, _installed_names(python), available, _marker_env(python))
-        if todo:
-            run(pip + constrain + ["--no-deps", *todo], "installing the wheel's missing requirements without resolving them")
+        # pip would take another environment's copy, seen through the .pth, as installed: insist.
+        own = [item for item in todo if _project(item).startswith(OWN_SITE_PREFIXES)]
+        rest = [item for item in todo if item not in own]
+        if rest:
+            run(pip + constrain + ["--no-deps", *rest], "installing the wheel's missing requirements without resolving them")
+        if own:
+            run(pip + constrain + ["--no-deps", "--ignore-installed", *own], "installing the CUDA runtime into the environment itself")
         say(f"--no-deps: installed {len(todo)} missing requirements one by one"
             + (f"; not installed (not in the wheelhouse): {', '.join(left_out)}" if left_out else ""))
     stamp_file.write_text(json.dumps(stamp, indent=2))

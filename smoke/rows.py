@@ -21,24 +21,37 @@ class Row:
     execution_required: bool  # a missing device is a FAIL, not a SKIP
     weightless_writes_data: bool  # does the delegate write a data file for a model with no weights?
     description: str
-    # CUDA rows: the delegate's shared libraries (file names, anywhere under executorch/), each with
-    # the first release that ships it, and the GPU architectures the row claims, per CUDA train.
-    cuda_libraries: tuple[tuple[str, str], ...] = ()
+    # CUDA rows: the delegate's shared libraries as each release's build ships them (the first
+    # release of each layout, and the paths in the wheel), and the GPU architectures the row claims,
+    # per CUDA train.
+    cuda_layouts: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cuda_archs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def archs_for(self, train: str) -> tuple[str, ...] | None:
         """The architectures claimed for a CUDA train ('cu130'), or None if the row has no list for it."""
         return self.cuda_archs.get(train)
 
+    def cuda_layout(self, release: str) -> tuple[str, tuple[str, ...]] | None:
+        """(first release of the layout, library paths) for a 'major.minor' release, or None before any."""
+        def key(text: str) -> tuple[int, ...]:
+            return tuple(int(part) for part in text.split("."))
 
-# The delegate's libraries, from the file list upstream's own CUDA wheel test expects
-# (.ci/scripts/wheel/test_cuda_linux.py, newest version): two in executorch/lib, and from 1.4
-# the AOTI shim layer under executorch/backends/cuda, which carries the device code.
-# Not checked against a real CUDA build of executorch: none is on PyPI.
-_CUDA_LIBRARIES = (
-    ("libexecutorch_backend_cuda.so", "1.0"),
-    ("libexecutorch_extension_cuda.so", "1.0"),
-    ("libaoti_cuda_shims.so", "1.4"),
+        fitting = [layout for layout in self.cuda_layouts if key(layout[0]) <= key(release)]
+        return max(fitting, key=lambda layout: key(layout[0])) if fitting else None
+
+
+# The CUDA delegate's shared libraries, as each release's build recipe ships them (setup.py's
+# list of libraries to copy, read at v1.1.0, v1.2.0, v1.3.1, v1.4.1 and main), keyed by the first
+# release of the layout. 1.0 and 1.1 ship no CUDA runtime library. 1.2 and 1.3: the AOTI shim
+# layer alone (the backend is linked into the Python extension); checked on a real CUDA build of
+# 1.2.0 (docs/runs/2026-12-03-h200-*). 1.4: the CUDA extension library beside it. 1.5 and main:
+# the shared runtime (libexecutorch.so, in PyPI's 1.5.1 wheel too) and the delegate in executorch/lib.
+_SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
+CUDA_LAYOUTS = (
+    ("1.2", (_SHIMS,)),
+    ("1.4", (_SHIMS, "executorch/backends/cuda/libextension_cuda.so")),
+    ("1.5", ("executorch/lib/libexecutorch.so", "executorch/lib/libexecutorch_backend_cuda.so",
+             "executorch/lib/libexecutorch_extension_cuda.so", _SHIMS)),
 )
 
 
@@ -59,7 +72,7 @@ _CUDA_ARCHS = {
 def _cuda(machine: str, execution_required: bool, description: str) -> Row:
     return Row(f"cuda_{machine}", machine, "cuda", "CudaBackend", "aoti_cuda_blob.ptd", needs_cuda=True,
                execution_required=execution_required, weightless_writes_data=True, description=description,
-               cuda_libraries=_CUDA_LIBRARIES, cuda_archs=_CUDA_ARCHS[machine])
+               cuda_layouts=CUDA_LAYOUTS, cuda_archs=_CUDA_ARCHS[machine])
 
 
 def _cpu(machine: str) -> Row:

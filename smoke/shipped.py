@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from smoke import devicecode, elf
-from smoke.results import CheckResult, failed, passed
+from smoke.results import CheckResult, failed, passed, skipped
 from smoke.rows import Row
 from smoke.wheel import Wheel
 
@@ -88,19 +88,100 @@ def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
 
 
 def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
-    """The delegate's shared libraries for this release are in the wheel."""
+    """The delegate's shared libraries, where this release's build puts them, are in the wheel."""
     name = "CUDA libraries"
-    release = Version(wheel.release)
-    expected = [lib for lib, since in row.cuda_libraries if release >= Version(since)]
-    shipped = {PurePosixPath(f).name.split(".so")[0] + ".so": f for f in _shared_objects(wheel)}
-    found = {lib: shipped[lib] for lib in expected if lib in shipped}
-    missing = [lib for lib in expected if lib not in found]
+    layout = row.cuda_layout(wheel.release)
+    if layout is None:
+        first = min((since for since, _paths in row.cuda_layouts), key=lambda v: tuple(map(int, v.split("."))))
+        return failed(name, f"executorch {wheel.release} predates the CUDA delegate's runtime libraries "
+                            f"(first shipped in {first}), so no release of it can run CUDA programs", release=wheel.release)
+    since, expected = layout
+    files = set(wheel.files)
+    found = [path for path in expected if path in files]
+    missing = [path for path in expected if path not in files]
+    measured = {"layout_since": since, "expected": list(expected), "found": found}
     if missing:
-        lib_dir = sorted(PurePosixPath(f).name for f in wheel.files if f.startswith("executorch/lib/") and ".so" in f)
-        return failed(name, f"the CUDA delegate's libraries are not in the wheel: {', '.join(missing)} missing "
-                            f"(executorch/lib has {', '.join(lib_dir) or 'no libraries'})",
-                      expected=expected, found=sorted(found.values()), missing=missing)
-    return passed(name, f"{len(found)} ship: {', '.join(sorted(found.values()))}", expected=expected, found=sorted(found.values()))
+        shipped_cuda = sorted(f for f in _shared_objects(wheel) if "cuda" in PurePosixPath(f).name)
+        return failed(name, f"the CUDA delegate's libraries of the {since} layout are not in the wheel: "
+                            f"{', '.join(missing)} missing (CUDA libraries it has: {', '.join(shipped_cuda) or 'none'})",
+                      missing=missing, **measured)
+    return passed(name, f"the {since} layout's {len(found)} ship: {', '.join(found)}", **measured)
+
+
+# The runtime's components that hold process-wide state, each named by the functions that define
+# it ("a::b::f": a C++ function, matched on its mangled name; "prefix_": C functions). Two
+# definers of one component among libraries that load together are two copies of that state in
+# one process, and the loader binds each caller to one or the other. Measured on a CUDA build of
+# 1.2.0 without the shim patch (docs/runs/2026-12-03-h200-*): _portable_lib and
+# libaoti_cuda_shims.so both defined 21 aoti_torch_* shims (the CUDA stream and guard state).
+RUNTIME_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "logging": ("executorch::runtime::internal::vlogf", "executorch::runtime::internal::get_log_timestamp"),
+    "platform layer": ("executorch::runtime::register_pal", "executorch::runtime::get_pal_impl",
+                       "executorch::runtime::runtime_abort"),
+    "backend registry": ("executorch::runtime::register_backend", "executorch::runtime::get_backend_class",
+                         "executorch::runtime::get_num_registered_backends"),
+    "kernel registry": ("executorch::runtime::register_kernels", "executorch::runtime::get_registered_kernels",
+                        "executorch::runtime::registry_has_op_function"),
+    "AOTI shim layer": ("aoti_torch_",),
+}
+_COMPONENT_PREFIXES = {component: tuple(elf.mangled_prefix(f) if "::" in f else f for f in functions)
+                       for component, functions in RUNTIME_COMPONENTS.items()}
+
+
+def components_defined(library: elf.Library) -> list[str]:
+    """The runtime components a library's dynamic symbol table defines."""
+    return [component for component, prefixes in _COMPONENT_PREFIXES.items()
+            if any(symbol.startswith(prefixes) for symbol in library.defined)]
+
+
+def load_groups(libraries: Libraries) -> dict[str, list[elf.Library]]:
+    """Each library that no other shipped library needs, with the shipped libraries it loads (DT_NEEDED, by file name)."""
+    by_name: dict[str, list[elf.Library]] = {}
+    for lib in libraries.items:
+        by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
+    needed_by_others = {dep.path for lib in libraries.items for name in lib.needed for dep in by_name.get(name, ()) if dep is not lib}
+    groups = {}
+    for root in (lib for lib in libraries.items if lib.path not in needed_by_others):
+        seen, todo = {root.path: root}, [root]
+        while todo:
+            for name in todo.pop().needed:
+                for dep in by_name.get(name, ()):
+                    if dep.path not in seen:
+                        seen[dep.path] = dep
+                        todo.append(dep)
+        groups[root.path] = list(seen.values())
+    return groups
+
+
+def core_problems(libraries: Libraries) -> list[str]:
+    """Each set of libraries that load together and define the same components, with those components."""
+    problems: dict[tuple[str, ...], tuple[list[str], str]] = {}
+    for root, group in load_groups(libraries).items():
+        for component in RUNTIME_COMPONENTS:
+            definers = tuple(sorted(lib.path for lib in group if component in components_defined(lib)))
+            if len(definers) > 1:
+                components, _root = problems.setdefault(definers, ([], root))
+                if component not in components:
+                    components.append(component)
+    return [f"{' and '.join(PurePosixPath(d).name for d in definers)} each define the {', '.join(components)} "
+            f"(loaded together through {PurePosixPath(root).name})" for definers, (components, root) in problems.items()]
+
+
+def check_runtime_core(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
+    """Among the shipped libraries that load together, each component of the runtime that holds
+    process-wide state (logging, platform layer, backend and kernel registries, AOTI shims) has one definer."""
+    name = "one runtime core"
+    owners = {component: sorted(lib.path for lib in libraries.items if component in components_defined(lib))
+              for component in RUNTIME_COMPONENTS}
+    measured = {"owners": owners, "libraries": len(libraries.items)}
+    problems = core_problems(libraries)
+    if problems:
+        more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
+        return failed(name, "two copies of the runtime's state in one process: " + "; ".join(problems[:2]) + more,
+                      problems=problems, **measured)
+    listed = "; ".join(f"{c}: {', '.join(sorted({PurePosixPath(p).name for p in paths}))}"
+                       for c, paths in owners.items() if paths) or "no library exports them"
+    return passed(name, f"each runtime component has one definer among the libraries that load together ({listed})", **measured)
 
 
 def marker_environment(row: Row, wheel: Wheel) -> dict[str, str]:
@@ -191,7 +272,7 @@ def _reaches(wheel: Wheel, row: Row, target: str, soname: str) -> bool:
 
 
 def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
-    """No shipped library searches an absolute, build-tree or out-of-tree folder; on a CUDA row,
+    """No shipped library searches an absolute, build-tree or out-of-environment folder; on a CUDA row,
     every library that links CUDA reaches it through an $ORIGIN entry into a declared package."""
     name = "library RUNPATH"
     problems = list(libraries.unreadable)
@@ -218,7 +299,7 @@ def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> Check
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)
     cuda = f"; {len(linking)} link CUDA, each through an $ORIGIN entry into a declared package" if row.needs_cuda else ""
-    return passed(name, f"{len(libraries.items)} libraries, every entry $ORIGIN-relative inside site-packages{cuda}", **measured)
+    return passed(name, f"{len(libraries.items)} libraries, every entry $ORIGIN-relative inside the environment{cuda}", **measured)
 
 
 def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
@@ -226,7 +307,8 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
     name = "device code"
     train = cuda_train(wheel)
     if train is None:
-        return failed(name, "the wheel has no +cuXXX label, so no architecture list applies (see CUDA build)")
+        # Not a defect of the device code: which list applies is unknown. CUDA build fails the row.
+        return skipped(name, "not run: the wheel has no +cuXXX label, so no architecture list applies (see CUDA build)")
     claimed = row.archs_for(train)
     if claimed is None:
         return failed(name, f"the {row.name} row has no architecture list for {train}: add one to smoke/rows.py "
@@ -315,8 +397,8 @@ CUDA_CHECKS: tuple[Check, ...] = (check_cuda_build, check_cuda_libraries, check_
 
 def checks_for(row: Row) -> tuple[Check, ...]:
     if row.needs_cuda:
-        return (*CUDA_CHECKS, check_library_runpath, check_device_code, check_record)
-    return (check_library_runpath, check_record)
+        return (*CUDA_CHECKS, check_library_runpath, check_runtime_core, check_device_code, check_record)
+    return (check_library_runpath, check_runtime_core, check_record)
 
 
 def run(wheel: Wheel, row: Row, libraries: Libraries | None = None) -> Iterator[CheckResult]:

@@ -18,7 +18,7 @@ from smoke.checks import check_data_file, check_delegated, check_weights_in_data
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.conftest import CPU, DEVICE_CODE, H200, rewrite_wheel
+from tests.conftest import CPU, DATA, DEVICE_CODE, H200, rewrite_wheel
 from tests.test_child_process import CHECK, PHASE, _child
 from tests.test_shipped import SHIMS, cuda_parts, make_cuda_wheel
 
@@ -30,6 +30,19 @@ slow = pytest.mark.slow
 
 def _file_check(fn, wheel, row=CUDA):
     return fn(wheel, row, shipped.read_libraries(wheel))
+
+
+def with_cuda_build_libraries(ctx, variant: str):
+    """The CUDA wheel with the real 1.2.0 CUDA build's extension and shims (their symbol tables) in it."""
+    folder = DATA / "cuda-executorch-1.2.0"
+    pybind = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
+    parts = {**cuda_parts(ctx.slim), **{path: (folder / f"{variant}--{path.replace('/', '--')}").read_bytes()
+                                        for path in (SHIMS, pybind)}}
+    return make_cuda_wheel(ctx.slim, ctx.tmp / variant, parts=parts)
+
+
+def aoti_shims_linked_twice(ctx):
+    return _file_check(shipped.check_runtime_core, with_cuda_build_libraries(ctx, "unpatched"))
 
 
 def cpu_build_on_a_cuda_row(ctx):
@@ -219,6 +232,8 @@ def child_prints_garbage(ctx):
 DEFECTS = [
     (cpu_build_on_a_cuda_row, "CUDA build", "is a CPU build: version 1.5.1 has no +cuXXX local label"),
     (cuda_library_removed, "CUDA libraries", "libexecutorch_backend_cuda.so missing"),
+    (aoti_shims_linked_twice, "one runtime core",
+     "libaoti_cuda_shims.so and _portable_lib.cpython-312-x86_64-linux-gnu.so each define the AOTI shim layer"),
     (cuda_runtime_requirement_removed, "CUDA runtime declared", "names no nvidia-* CUDA runtime package"),
     (record_hash_stale, "wheel RECORD", f"{SHIMS} does not match its RECORD hash"),
     (toolkit_runpath, "library RUNPATH", "'/usr/local/cuda-13.0/lib64' (an absolute path)"),
@@ -267,6 +282,7 @@ def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
     for fn in (shipped.check_cuda_build, shipped.check_cuda_libraries, shipped.check_cuda_runtime_declared,
                shipped.check_record, shipped.check_library_runpath, shipped.check_device_code):
         assert _file_check(fn, wheel).status is Status.PASS, fn.__name__
+    assert _file_check(shipped.check_runtime_core, with_cuda_build_libraries(ctx, "patched")).status is Status.PASS
     assert check_data_file("weighted", H200 / "weighted", CUDA.data_file, required=True).status is Status.PASS
     assert check_delegated("weighted", H200 / "weighted" / "model.pte", CUDA.delegate_id).status is Status.PASS
 

