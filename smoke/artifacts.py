@@ -179,19 +179,35 @@ def _guard(path: str, read):
         raise ArtifactError(f"{path!r} is damaged: an offset points outside the file ({exc})") from exc
 
 
+def _has_pte_header(data: bytes) -> bool:
+    return len(data) >= 8 + _PTE_HEADER.size and data[8:12] == _PTE_HEADER_MAGIC
+
+
 def _pte_header(data: bytes) -> tuple[int, int]:
-    """The program size and segment base offset from the eh00 header."""
+    """The program size and segment base offset from the eh00 header; without one, as the runtime
+    reads it (runtime/executor/program.cpp): the program is the whole file, segments start at 0."""
+    if not _has_pte_header(data):
+        return len(data), 0
     _magic, _length, program_size, base = _PTE_HEADER.unpack_from(data, 8)
     return program_size, base
 
 
 def _check_segments(data: bytes, program: Table, path: str) -> None:
-    """Every segment the program names (delegate blobs, constants, named data) lies inside the file."""
+    """Every segment the program names (delegate blobs, constants, named data) lies inside the file.
+
+    Without an extended header the runtime takes the whole file as the program and places
+    segments from offset 0, so only empty segments can be meant (a partitioner that declined
+    the model leaves one); a segment with bytes there would be read out of the program itself.
+    """
     segments = _segments(program, _PROGRAM_SEGMENTS)
     if not segments:
         return
-    if len(data) < 8 + _PTE_HEADER.size or data[8:12] != _PTE_HEADER_MAGIC:
-        raise ArtifactError(f"{path!r} names {len(segments)} segments but has no {_PTE_HEADER_MAGIC!r} header to place them")
+    if not _has_pte_header(data):
+        holding = [index for index, (_offset, size) in enumerate(segments) if size]
+        if holding:
+            raise ArtifactError(f"{path!r} names {len(holding)} segments with data but has no {_PTE_HEADER_MAGIC!r} "
+                                "header to place them")
+        return
     program_size, base = _pte_header(data)
     if program_size > len(data):
         raise ArtifactError(f"{path!r}: header says the program is {program_size} B, the file is {len(data)} B")

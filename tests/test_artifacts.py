@@ -148,3 +148,31 @@ def test_a_program_with_its_data_file_is_matched_key_by_key(tmp_path, capsys):
     assert artifacts.main([str(tmp_path / "model.pte"), str(tmp_path / "model.ptd"), "--json"]) == 1
     pairing = json.loads(capsys.readouterr().out)[-1]
     assert pairing["kind"] == "pairing" and pairing["missing"] == ["forward_weights_blob"]
+
+
+DECLINED = CPU / "declined" / "model.pte"  # x + y through 1.5.1's exporter with no partitioner: one empty segment, no eh00
+
+
+def test_a_program_with_only_empty_segments_and_no_extended_header_is_read():
+    """The runtime reads it (program.cpp: no header, the program is the whole file; it loads and
+    matches eager): the reader must too, and the delegate check then fails it for what is wrong."""
+    from smoke.checks import check_delegated
+
+    data = DECLINED.read_bytes()
+    assert data[8:12] != b"eh00"
+    program = read_program(DECLINED)
+    assert program.plans[0].delegate_ids == () and program.plans[0].operators == ("aten::add.out",)
+    result = check_delegated("weightless", DECLINED, "XnnpackBackend")
+    assert result.status.value == "fail" and "has delegates [], not XnnpackBackend" in result.reason
+    assert "leaves 1 operators outside the delegate: aten::add.out" in result.reason
+
+
+def test_a_segment_with_data_and_no_extended_header_is_refused(tmp_path):
+    """The weighted CPU program with its eh00 header wiped: its segment's bytes have no place."""
+    data = bytearray((CPU / "weighted" / "model.pte").read_bytes())
+    assert data[8:12] == b"eh00"
+    data[8:12] = b"\0\0\0\0"
+    path = tmp_path / "model.pte"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match=r"names 1 segments with data but has no b'eh00' header to place them"):
+        read_program(path)
