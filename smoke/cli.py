@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import Callable
@@ -24,6 +25,17 @@ class UsageError(GateError):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not argparse's usage dump and SystemExit
         raise UsageError(f"{message} (see --help)")
+
+
+def _seconds(text: str) -> float:
+    """A time limit: a finite number of seconds above 0 (0, a negative or nan would end or never end the child)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time limit: give seconds above 0, e.g. 1800")
+    return value
 
 
 def parser(row: str | None = None) -> argparse.ArgumentParser:
@@ -44,7 +56,7 @@ def parser(row: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--workdir", type=Path, help="where the artifacts are written and kept (default: a temporary folder, removed on success)")
     p.add_argument("--keep", action="store_true", help="keep the temporary artifacts folder even on success")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
+    p.add_argument("--timeout", type=_seconds, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
     p.add_argument("--no-overlap", dest="overlap", action="store_false",
                    help="read torch and the runtime in a process of their own before the child, start the negative "
                         "control's process only when needed, export the two models one after the other "
@@ -128,6 +140,10 @@ def main(argv: list[str], row: str | None = None) -> int:
             value = getattr(args, flag)
             if value is not None and not value.is_dir():
                 raise UsageError(f"--{flag.replace('_', '-')} {str(value)!r} is not a directory")
+        if args.torch_from is not None:
+            from smoke.environment import torch_site_packages
+
+            torch_site_packages(args.torch_from)  # no torch there: one line now, before anything is built
         fields = {f.name for f in dataclasses.fields(gate.Options)}
         options = gate.Options(**{k: v for k, v in vars(args).items() if k in fields})
         return gate.gate(ROWS[name], options)

@@ -193,6 +193,7 @@ def gate(row: Row, options: Options) -> int:
         wheel = wheels.read_wheel(path)
         wheels.check_machine(wheel, row)
         wheels.check_interpreter(wheel, interpreter)
+        wheels.check_host(interpreter, row)
         constraints = pairing.constraints_for(wheel, options.constraints)
     run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.parser
 import hashlib
+import platform
 import posixpath
 import stat
 import subprocess
@@ -143,6 +144,7 @@ class Interpreter:
     path: str
     implementation: str  # sys.implementation.name
     version: tuple[int, int]
+    machine: str = ""  # platform.machine(), normalized as wheel tags name it: x86_64, aarch64
 
     @property
     def tag(self) -> str:
@@ -153,18 +155,41 @@ class Interpreter:
         return f"{self.implementation} {self.version[0]}.{self.version[1]} ({self.path})"
 
 
+_MACHINE_NAMES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def _machine(name: str) -> str:
+    return _MACHINE_NAMES.get(name.lower(), name.lower())
+
+
 def probe_interpreter(path: str | None) -> Interpreter:
     """The interpreter the environment will be built from; ``None`` is this one."""
     if path is None:
-        return Interpreter(sys.executable, sys.implementation.name, sys.version_info[:2])
+        return Interpreter(sys.executable, sys.implementation.name, sys.version_info[:2], _machine(platform.machine()))
+    fix = f"pass --python with a working Python (this gate runs on {sys.executable})"
     try:
-        out = subprocess.run(
-            [path, "-c", "import sys; print(sys.implementation.name, *sys.version_info[:2])"],
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout.split()
+        proc = subprocess.run(
+            [path, "-c", "import sys, platform; print('gate-probe', sys.implementation.name, *sys.version_info[:2], platform.machine())"],
+            capture_output=True, text=True, timeout=60,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise WrongPlatform(f"interpreter {path!r} cannot be run ({exc}); pass --python with a working Python") from exc
-    return Interpreter(path, out[0], (int(out[1]), int(out[2])))
+        raise WrongPlatform(f"interpreter {path!r} cannot be run ({exc}); {fix}") from exc
+    out = proc.stdout.split()
+    if proc.returncode != 0 or len(out) != 5 or out[0] != "gate-probe" or not (out[2].isdigit() and out[3].isdigit()):
+        raise WrongPlatform(f"{path!r} is not a Python interpreter (it answered {proc.stdout.strip()[:80]!r}, exit {proc.returncode}); {fix}")
+    return Interpreter(path, out[1], (int(out[2]), int(out[3])), _machine(out[4]))
+
+
+def check_host(interpreter: Interpreter, row: Row) -> None:
+    """Refuse, before anything is built, an interpreter of another machine than the row's."""
+    if not interpreter.machine or interpreter.machine == row.machine:
+        return
+    fitting = [r.name for r in ROWS.values() if r.machine == interpreter.machine and r.needs_cuda == row.needs_cuda]
+    session = f"nox -s {fitting[0]}" if fitting else "another row"
+    raise WrongPlatform(
+        f"the {row.name} row needs an {row.machine} interpreter; {interpreter.describe()} runs on {interpreter.machine}: "
+        f"use {session} for an {interpreter.machine} wheel, or pass --python with an {row.machine} Python (an emulated one works)"
+    )
 
 
 def check_interpreter(wheel: Wheel, interpreter: Interpreter) -> None:

@@ -65,6 +65,12 @@ def _other_python(tmp, wheel):
     return rewrite_wheel(wheel, tmp / "in", new_name=wheel.name.replace("cp311-cp311", "cp312-cp312"))
 
 
+def _aarch64_wheel(tmp, wheel):
+    from tests.conftest import pypi_wheel
+
+    return pypi_wheel("aarch64")
+
+
 # Bad input, each with one line and exit 2: (row, arguments, what the line must say).
 # {wheel} is PyPI's x86_64 wheel, {tmp} a fresh folder; a callable makes the bad file.
 BAD_INPUT = [
@@ -81,6 +87,12 @@ BAD_INPUT = [
     ("cuda_x86_64", ["{wheel}", "--constraints", "{tmp}/missing.txt"], "constraints file"),
     ("cuda_x86_64", ["{wheel}", "--wheelhouse", "{tmp}/missing"], "is not a directory"),
     ("cuda_x86_64", ["{wheel}", "--report-dir", "{wheel}/reports"], "/reports' cannot be written"),
+    ("cpu_x86_64", ["{wheel}", "--timeout", "0"], "argument --timeout: '0' is not a time limit: give seconds above 0"),
+    ("cpu_x86_64", ["{wheel}", "--timeout", "-5"], "argument --timeout: '-5' is not a time limit"),
+    ("cpu_x86_64", ["{wheel}", "--timeout", "nan"], "argument --timeout: 'nan' is not a time limit"),
+    ("cpu_x86_64", ["{wheel}", "--python", "/bin/echo"], "'/bin/echo' is not a Python interpreter"),
+    ("cpu_x86_64", ["{wheel}", "--torch-from", "{tmp}"], "has no torch in lib/python3*/site-packages"),
+    ("cpu_aarch64", [_aarch64_wheel], "the cpu_aarch64 row needs an aarch64 interpreter; cpython 3.11"),
 ]
 
 

@@ -45,7 +45,7 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
     assert "PASS library RUNPATH: 18 libraries" in out and "PASS wheel RECORD:" in out
     assert re.search(r"PASS torch agrees: torch 2\.13\.0\S*, paired with executorch 1\.5", out)
     assert re.search(r"PASS delegate registers: XnnpackBackend among \d+ registered", out)
-    assert re.search(r"cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped", out)
+    assert re.search(r"cpu_x86_64: PASSED: 15 passed, 0 failed, 0 skipped", out)
     # On success the temporary artifacts folder is removed, and not announced.
     workdir = Path(re.search(r"running the child in (\S+) ", out).group(1))
     assert not workdir.exists() and "artifacts kept" not in out
@@ -57,13 +57,13 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, wh
     assert proc.returncode != 0
     assert "reusing environment" in out
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
-    assert "FAIL CUDA libraries: the CUDA delegate's libraries are not in the wheel" in out
+    assert "FAIL CUDA libraries: the CUDA delegate's libraries of the 1.5 layout are not in the wheel" in out
     assert "FAIL CUDA runtime declared: the wheel's Requires-Dist names no nvidia-* CUDA runtime package" in out
     assert "FAIL torch agrees: torch 2.13.0+cpu is a CPU build (torch.version.cuda is None)" in out
     assert "FAIL delegate registers: CudaBackend is not registered (registered: " in out
     assert "FAIL CUDA device: no CUDA device visible" in out
     assert "SKIP export (weighted): not run: no usable CUDA device" in out
-    assert "1 passed, 9 failed, 10 skipped" in out
+    assert "2 passed, 8 failed, 11 skipped" in out
     # On failure it is kept, its path printed, for a maintainer to look at.
     kept = Path(re.search(r"artifacts kept in (\S+)", out).group(1))
     assert (kept / "record.jsonl").is_file() and (kept / "child.log").is_file()
@@ -74,7 +74,7 @@ def test_cpu_row_with_no_wheel_gates_the_public_release(cpu_run, env_dir):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no wheel given: downloading the current executorch release for cp311 x86_64" in proc.stdout
     assert "chose executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl" in proc.stdout
-    assert "cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped" in proc.stdout
+    assert "cpu_x86_64: PASSED: 15 passed, 0 failed, 0 skipped" in proc.stdout
 
 
 # --- the reports of a real run, read back -------------------------------------------------
@@ -119,7 +119,7 @@ def test_the_weightless_export_in_a_process_of_its_own_gives_the_same_verdict(cp
     proc = nox("-s", "cpu_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--reuse-env")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"PASS export \(weightless\): wrote model\.pte in \S+ s \(in its own process, beside the other export\)", proc.stdout)
-    assert "cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped" in proc.stdout
+    assert "cpu_x86_64: PASSED: 15 passed, 0 failed, 0 skipped" in proc.stdout
 
 
 def test_a_real_export_failing_in_its_own_process_is_a_failure_naming_the_error(tmp_path):

@@ -341,3 +341,22 @@ def test_the_same_entry_two_folders_higher_leaves_the_environment(pypi_1_4_1, tm
     result = check(shipped.check_library_runpath, wheel, CPU_ROW)
     assert result.status is Status.FAIL
     assert f"{moved} RUNPATH has 1 entries outside the install: '$ORIGIN/../../../../../..' (outside the environment)" in result.reason
+
+
+PUBLIC_RELEASES = ["1.0.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.0", "1.4.1", "1.5.0", "1.5.1"]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+@pytest.mark.parametrize("release", PUBLIC_RELEASES)
+def test_every_public_release_runpath_fails_only_for_the_build_machine(release):
+    """Each release's real entries: what fails names the build machine (absolute, build tree); no
+    entry fails for leaving the environment; from 1.4.1 on, nothing fails (docs/releases.md)."""
+    from tests.conftest import pypi_wheel
+
+    wheel = read_wheel(pypi_wheel("x86_64", release))
+    result = check(shipped.check_library_runpath, wheel, CPU_ROW)
+    problems = result.measured.get("problems", [])
+    assert all("(an absolute path)" in p or "(a build-tree folder)" in p for p in problems), problems
+    assert not any("outside the environment" in p for p in problems)
+    assert (result.status is Status.PASS) == (Version(release) >= Version("1.4.1")), result.reason

@@ -1,0 +1,71 @@
+"""The README's commands, run as a newcomer would right after the quick start: in a fresh virtual
+environment made from requirements-gate.txt alone (no test requirements, no executorch)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import H200, REPO
+
+README = (REPO / "README.md").read_text()
+
+
+def sh_blocks() -> list[str]:
+    return [block.strip() for block in re.findall(r"```sh\n(.*?)```", README, flags=re.S)]
+
+
+def test_ci_runs_the_readme_test_command_exactly():
+    test_command = sh_blocks()[1]
+    assert test_command.endswith("-m nox -s tests")
+    assert (REPO / ".ci" / "run").read_text().strip().splitlines()[-1] == test_command
+
+
+def test_the_quick_start_uses_a_virtual_environment():
+    for command in sh_blocks()[:2]:
+        assert command.startswith("python3 -m venv .venv && .venv/bin/python -m pip install ")
+
+
+@pytest.fixture(scope="module")
+def gate_python(tmp_path_factory) -> Path:
+    env = tmp_path_factory.mktemp("readme") / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    python = env / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REPO / "requirements-gate.txt")], check=True)
+    return python
+
+
+def run(python: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_artifact_reader_runs_with_the_gate_requirements_alone(gate_python):
+    proc = run(gate_python, "-m", "smoke.artifacts", str(H200 / "weighted" / "model.pte"), str(H200 / "weighted" / "aoti_cuda_blob.ptd"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every key it expects is present (2)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_nox_lists_the_rows_without_noise(gate_python):
+    proc = run(gate_python, "-m", "nox", "-l")
+    assert proc.returncode == 0, proc.stderr
+    for row in ("cuda_x86_64", "cuda_aarch64", "cpu_x86_64", "cpu_aarch64", "inspect", "summary", "benchmark", "tests"):
+        assert f" {row} -> " in proc.stdout, proc.stdout
+    assert "uv binary not found" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, wheel_x86_64, tmp_path):
+    proc = run(gate_python, "-m", "nox", "-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "inspect-cpu_x86_64: PASSED: 3 passed, 0 failed, 0 skipped" in proc.stdout
+    assert "uv binary not found" not in proc.stdout + proc.stderr
+    reports = REPO / "docs" / "runs" / "2026-12-03-h200-cuda-build" / "reports"
+    proc = run(gate_python, "-m", "nox", "-s", "summary", "--", str(reports), "--release", "cuda")
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the aarch64 CUDA row has no report: not complete
+    assert "FAIL cuda_aarch64: no report (the cuda release needs this row)" in proc.stdout
