@@ -38,6 +38,9 @@ def _verdict(session: nox.Session, name: str, code: int) -> None:
     if code == EXIT_CANNOT_RUN:
         session.log(f"{name} could not run (exit {code})")
         raise SystemExit(code)
+    if code > 128:  # interrupted (130 SIGINT, 143 SIGTERM): no verdict, and no further session
+        session.log(f"{name} was interrupted (exit {code})")
+        raise SystemExit(code)
     if code:
         session.error(f"{name}: FAILED (exit {code})")
 

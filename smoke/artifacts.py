@@ -304,6 +304,9 @@ def read_data_file(path: Path | str) -> DataFile:
         magic, length, fb_offset, fb_size, base, seg_size = _PTD_HEADER.unpack_from(data, 8)
         if magic != _PTD_HEADER_MAGIC:
             raise ArtifactError(f"{path!r} has header magic {magic!r}, expected {_PTD_HEADER_MAGIC!r}")
+        if length > len(data) or fb_offset + fb_size > len(data):
+            raise ArtifactError(f"{path!r}: header says the flatbuffer is {fb_size} B at byte {fb_offset} "
+                                f"(header {length} B), the file is {len(data)} B")
         if base + seg_size > len(data):
             raise ArtifactError(
                 f"{path!r}: header says segments end at byte {base + seg_size}, the file is {len(data)} B"
@@ -332,8 +335,8 @@ def read(path: Path | str) -> Program | DataFile:
     """Read a .pte or .ptd, chosen by its file identifier, not its name."""
     with open(path, "rb") as handle:
         head = handle.read(8)
-    if head[4:8] == _PTD_IDENTIFIER:
-        return read_data_file(path)
+    if head[4:8] == _PTD_IDENTIFIER or (head[4:8] != _PTE_IDENTIFIER and str(path).endswith(".ptd")):
+        return read_data_file(path)  # a .ptd with a damaged identifier is told the data file's, not a program's
     return read_program(path)
 
 

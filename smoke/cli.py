@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
-from smoke.errors import EXIT_CANNOT_RUN, GateError
+from smoke.errors import EXIT_CANNOT_RUN, GateError, Interrupted
 from smoke.rows import ROWS
 
 
@@ -80,13 +82,30 @@ def inspect_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _raise_interrupted(signum, _frame):
+    raise Interrupted(signum)
+
+
 def _at_the_edge(work: Callable[[], int]) -> int:
-    """Run a command; an error that means it could not run is one ERROR line and exit 2."""
+    """Run a command; an error that means it could not run is one ERROR line and exit 2.
+
+    SIGINT (Ctrl-C) and SIGTERM end the run where it is: what it started is ended on the way
+    out (``gate.run_child``), and the exit code is 128 + the signal, 130 or 143, as a shell's.
+    """
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if threading.current_thread() is threading.main_thread() else None
     try:
         return work()
     except GateError as exc:
         print(f"ERROR {exc}", file=sys.stderr, flush=True)
         return EXIT_CANNOT_RUN
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        print(f"INTERRUPTED by {signal.Signals(signum).name}: the run was stopped, every process it started "
+              f"was ended; no verdict", file=sys.stderr, flush=True)
+        return 128 + signum
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def inspect_main(argv: list[str]) -> int:

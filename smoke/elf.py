@@ -61,8 +61,10 @@ def read_library(path: str, data: bytes) -> Library:
     except ImportError as exc:
         from smoke.errors import MissingTool
 
+        import sys
+
         raise MissingTool("pyelftools is not installed in the interpreter running the gate, so the shipped libraries "
-                          "cannot be read: python3 -m pip install -r requirements-gate.txt") from exc
+                          f"cannot be read: {sys.executable} -m pip install -r requirements-gate.txt") from exc
 
     try:
         elf = ELFFile(io.BytesIO(data))

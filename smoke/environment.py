@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from smoke.errors import EnvironmentBuildError
+from smoke.owned import Owned, claim
 from smoke.wheel import Interpreter, Wheel
 
 STAMP = "gate-stamp.json"
@@ -49,6 +49,7 @@ class Env:
     python: Path
     torch_source: str
     reused: bool
+    owned: Owned | None = None  # the lock on the folder, held until the run ends
 
     @property
     def bin(self) -> Path:
@@ -185,6 +186,18 @@ def _marker_env(python: Path) -> dict[str, str]:
 
 
 def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Env:
+    """Build (or reuse) the environment in a folder this run owns (``smoke.owned``): marked, locked,
+    and stamped only once the build completed, so an interrupted build is never taken as good."""
+    location = options.location
+    owned = claim(location, "environment folder", "--env-dir", earlier_marks=(STAMP,))
+    try:
+        return _build(wheel, interpreter, options, say, owned)
+    except BaseException:
+        owned.release()
+        raise
+
+
+def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None], owned: Owned) -> Env:
     location = options.location
     stamp = _stamp(wheel, interpreter, options)
     stamp_file = location / STAMP
@@ -194,15 +207,13 @@ def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
         try:
             if json.loads(stamp_file.read_text()) == stamp:
                 say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
-                return Env(location, python, source, reused=True)
+                return Env(location, python, source, reused=True, owned=owned)
         except ValueError:
             pass
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
-    if location.exists():
-        shutil.rmtree(location)
-    location.parent.mkdir(parents=True, exist_ok=True)
+    owned.empty()  # the stamp first of all: from here until the end of the build, nothing says "good"
     if options.backend == "uv":
-        run(["uv", "venv", "--quiet", "--seed", "-p", interpreter.path, location], "creating the environment (uv)")
+        run(["uv", "venv", "--quiet", "--seed", "--allow-existing", "-p", interpreter.path, location], "creating the environment (uv)")
     else:
         run([sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter.path, location], "creating the environment (virtualenv)",
             inherit_pythonpath=True)
@@ -234,5 +245,7 @@ def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
             run(pip + constrain + ["--no-deps", "--ignore-installed", *own], "installing the CUDA runtime into the environment itself")
         say(f"--no-deps: installed {len(todo)} missing requirements one by one"
             + (f"; not installed (not in the wheelhouse): {', '.join(left_out)}" if left_out else ""))
-    stamp_file.write_text(json.dumps(stamp, indent=2))
-    return Env(location, python, source, reused=False)
+    partial = stamp_file.with_suffix(".partial")
+    partial.write_text(json.dumps(stamp, indent=2))
+    os.replace(partial, stamp_file)
+    return Env(location, python, source, reused=False, owned=owned)

@@ -32,3 +32,11 @@ class EnvironmentBuildError(GateError):
 
 class MissingTool(GateError):
     """A tool the gate itself needs is not installed in the interpreter running it."""
+
+
+class Interrupted(Exception):
+    """SIGTERM (or SIGINT) reached the gate: it ends what it started and exits 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

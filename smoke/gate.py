@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -18,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import download, environment, installed, pairing, report, shipped, wheel as wheels
+from smoke import download, environment, installed, owned, pairing, report, shipped, wheel as wheels
 from smoke.report import Run
-from smoke.errors import EXIT_FAILED
+from smoke.errors import EXIT_FAILED, Interrupted
 from smoke.results import CheckResult, all_passed, failed, skipped, summary_line
 from smoke.rows import Row
 
@@ -133,35 +132,58 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
     with log.open("wb") as log_handle, record.open("r", encoding="utf-8") as reader:
         proc = subprocess.Popen(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
                                 start_new_session=True)
-        deadline = time.monotonic() + timeout
-        pending = ""
-        while True:
-            done = proc.poll() is not None
-            chunk = reader.read()
-            pending += chunk
-            *lines, pending = pending.split("\n")
-            if done and pending.strip():
-                lines.append(pending)
-            try:
-                for line in lines:
-                    if line.strip():
-                        _parse_line(line, outcome, on_check, on_phase, on_probe)
-            except StopChild:
-                outcome.stopped = True
-                if not done:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                break
-            if done:
-                break
-            if time.monotonic() > deadline:
-                outcome.timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-            time.sleep(0.2)
+        try:
+            _follow(proc, reader, outcome, timeout, on_check, on_phase, on_probe)
+        except BaseException:  # Ctrl-C, SIGTERM (Interrupted), or an error of ours: the child must not outlive us
+            end_process_group(proc)
+            raise
         outcome.returncode = proc.returncode
     return outcome
+
+
+def end_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """End the child's process group (it and every process it started): SIGTERM, then SIGKILL
+    after ``grace`` seconds, and SIGKILL to the group in any case once the child is gone."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _follow(proc, reader, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe) -> None:
+    """Read the record as it grows until the child exits, is stopped, or runs out of time."""
+    deadline = time.monotonic() + timeout
+    pending = ""
+    while True:
+        done = proc.poll() is not None
+        pending += reader.read()
+        *lines, pending = pending.split("\n")
+        if done and pending.strip():
+            lines.append(pending)
+        try:
+            for line in lines:
+                if line.strip():
+                    _parse_line(line, outcome, on_check, on_phase, on_probe)
+        except StopChild:
+            outcome.stopped = True
+            if not done:
+                end_process_group(proc, grace=0)
+            return
+        if done:
+            return
+        if time.monotonic() > deadline:
+            outcome.timed_out = True
+            end_process_group(proc, grace=0)
+            return
+        time.sleep(0.2)
 
 
 def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult | None:
@@ -183,10 +205,29 @@ def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult
 
 
 def gate(row: Row, options: Options) -> int:
+    """One row, start to verdict. The folders it takes (``smoke.owned``) are released however it ends."""
+    held: list[owned.Owned] = []
+    try:
+        return _gate(row, options, held)
+    except (KeyboardInterrupt, Interrupted):
+        for folder in held:
+            if folder.path.name != "" and (folder.path / "record.jsonl").exists():
+                say(f"artifacts kept in {folder.path}")
+        raise
+    finally:
+        for folder in held:
+            if folder.created and folder.path.is_dir() and folder.unused:
+                folder.remove()  # made by this run and never used: nothing is left behind
+            else:
+                folder.release()
+
+
+def _gate(row: Row, options: Options, held: list) -> int:
     run = Run(row.name)
     start = time.monotonic()
     if options.report_dir is not None:
         report.check_writable(options.report_dir)
+    report.check_step_summary()
     interpreter = wheels.probe_interpreter(options.python)
     path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
     with phase(run, f"reading the wheel {path}"):
@@ -199,6 +240,11 @@ def gate(row: Row, options: Options) -> int:
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
 
+    given_work = None
+    if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's
+        given_work = owned.claim(options.workdir, "work folder", "--workdir")
+        held.append(given_work)
+
     if not file_checks(run, row, wheel, options):
         return finish(run, options, None, start)
 
@@ -209,6 +255,7 @@ def gate(row: Row, options: Options) -> int:
     )
     with phase(run, f"building the environment in {env_options.location} ({options.venv_backend}, {interpreter.describe()})"):
         env = environment.build(wheel, interpreter, env_options, say)
+    held.append(env.owned)
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
 
@@ -220,8 +267,13 @@ def gate(row: Row, options: Options) -> int:
         if not installed_checks(run, row, wheel, facts, options):
             return finish(run, options, None, start)
 
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    if given_work is not None:
+        work = given_work
+        work.empty()  # an earlier run's records are never read as this run's
+    else:
+        work = owned.claim(Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")), "work folder", "--workdir")
+        held.append(work)
+    workdir = work.path
     record, log = workdir / "record.jsonl", workdir / "child.log"
     record.write_text("")
     cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record)]
@@ -244,7 +296,7 @@ def gate(row: Row, options: Options) -> int:
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
         emit(run, verdict)
-    return finish(run, options, workdir, start)
+    return finish(run, options, work, start)
 
 
 def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
@@ -267,7 +319,7 @@ def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, optio
     return True
 
 
-def finish(run: Run, options, workdir: Path | None, start: float) -> int:
+def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
     facts = run.facts
     if facts:
         device = facts.get("device") or {}
@@ -282,10 +334,10 @@ def finish(run: Run, options, workdir: Path | None, start: float) -> int:
     summary = report.append_step_summary(run)
     if summary is not None:
         say(f"step summary: appended to {summary}")
-    if workdir is not None:
+    if work is not None:
         if ok and not options.keep and options.workdir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+            work.remove()  # a temporary folder this run made and marked
         else:
-            say(f"artifacts kept in {workdir}")
+            say(f"artifacts kept in {work.path}")
     say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {run.seconds:.1f} s")
     return run.exit_code

@@ -27,6 +27,7 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
 def inspect(options: gate.Options, names: list[str]) -> int:
     if options.report_dir is not None:
         report.check_writable(options.report_dir)
+    report.check_step_summary()
     start = time.monotonic()
     wheel = wheels.read_wheel(options.wheel)
     rows = rows_for(wheel, names)

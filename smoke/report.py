@@ -125,6 +125,21 @@ def append_step_summary(run: Run) -> Path | None:
     return append_to_step_summary(markdown(run) + "\n")
 
 
+def check_step_summary() -> None:
+    """Refuse, before any work, a GITHUB_STEP_SUMMARY that cannot be appended to."""
+    from smoke.errors import GateError
+
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise GateError(f"GITHUB_STEP_SUMMARY {target!r} cannot be written ({exc.strerror or exc}): "
+                        "point it at a writable file, or unset it") from None
+
+
 def check_writable(folder: Path) -> None:
     """Refuse, before any work, a report folder that cannot be written."""
     from smoke.errors import GateError

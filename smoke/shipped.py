@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
 import io
 import re
 import tempfile
@@ -30,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 from smoke import devicecode, elf
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.rows import Row
-from smoke.wheel import Wheel
+from smoke.wheel import Wheel, hash_member, read_member
 
 _LABEL = re.compile(r"^cu(\d+)$")
 _NAME_MAJOR = re.compile(r"-cu(\d+)$")
@@ -64,7 +63,7 @@ def read_libraries(wheel: Wheel) -> Libraries:
     items, unreadable = [], []
     with zipfile.ZipFile(wheel.path) as archive:
         for name in _shared_objects(wheel):
-            data = archive.read(name)
+            data = read_member(archive, name, wheel.filename)
             if not elf.is_elf(data):
                 continue
             try:
@@ -324,7 +323,7 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
         for index, lib in enumerate(libraries.items):
             # Never the member's own path: a flat name in our own folder.
             target = Path(tmp) / f"{index}.so"
-            target.write_bytes(archive.read(lib.path))
+            target.write_bytes(read_member(archive, lib.path, wheel.filename))
             try:
                 code = devicecode.device_code(cuobjdump, target)
             except devicecode.CuobjdumpError as exc:
@@ -353,8 +352,9 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
     return passed(name, f"{len(found)} libraries carry code for exactly {' '.join(claimed)}: {listed}", **measured)
 
 
-def _record_digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+def _record_digest(digest: bytes) -> str:
+    """RECORD's form of a sha256 digest: urlsafe base64, no padding."""
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
@@ -365,7 +365,7 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
         record_name = next((n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1), None)
         if record_name is None:
             return failed(name, "the wheel has no .dist-info/RECORD")
-        rows = list(csv.reader(io.StringIO(archive.read(record_name).decode("utf-8", "replace"))))
+        rows = list(csv.reader(io.StringIO(read_member(archive, record_name, wheel.filename).decode("utf-8", "replace"))))
         listed = {r[0]: r for r in rows if r}
         problems = []
         for member in names:
@@ -375,14 +375,17 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
             if entry is None:
                 problems.append(f"{member} is not in RECORD")
                 continue
-            data = archive.read(member)
+            hexdigest, size = hash_member(archive, member, wheel.filename)
             digest = entry[1] if len(entry) > 1 else ""
+            said_size = entry[2] if len(entry) > 2 else ""
             if not digest.startswith("sha256="):
                 problems.append(f"{member} has no sha256 in RECORD")
-            elif digest != _record_digest(data):
+            elif digest != _record_digest(bytes.fromhex(hexdigest)):
                 problems.append(f"{member} does not match its RECORD hash")
-            elif len(entry) > 2 and entry[2] and int(entry[2]) != len(data):
-                problems.append(f"{member} is {len(data)} B, RECORD says {entry[2]}")
+            elif said_size and not said_size.isdigit():
+                problems.append(f"{member} has size {said_size!r} in RECORD, which is not a number of bytes")
+            elif said_size and int(said_size) != size:
+                problems.append(f"{member} is {size} B, RECORD says {said_size}")
         absent = sorted(set(listed) - set(names) - {record_name})
         problems += [f"{p} is in RECORD but not in the wheel" for p in absent]
     if problems:

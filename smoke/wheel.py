@@ -15,13 +15,14 @@ import stat
 import subprocess
 import sys
 import zipfile
+from zlib import error as zlib_error
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from smoke.errors import InvalidWheel, WrongPlatform
 from smoke.rows import ROWS, Row
@@ -92,7 +93,12 @@ def read_wheel(path: Path | str) -> Wheel:
     except (zipfile.BadZipFile, OSError, KeyError, UnicodeDecodeError) as exc:
         raise InvalidWheel(f"wheel {path.name!r} cannot be read as a wheel archive: {exc}") from exc
     message = email.parser.Parser().parsestr(metadata, headersonly=True)
-    if message.get("Version") and Version(message["Version"]) != version:
+    try:
+        said = Version(message["Version"]) if message.get("Version") else None
+    except InvalidVersion:
+        raise InvalidWheel(f"wheel {path.name!r} has METADATA Version {message['Version']!r}, which is not a version; "
+                           "rebuild the wheel") from None
+    if said is not None and said != version:
         raise InvalidWheel(
             f"wheel {path.name!r} says version {message['Version']} in METADATA, {version} in its name"
         )
@@ -103,8 +109,16 @@ def read_wheel(path: Path | str) -> Wheel:
     return Wheel(path, version, frozenset(tags), path.stat().st_size, _sha256(path), files, requires)
 
 
+# Bounds on what the gate will read from an untrusted archive. A real executorch wheel's largest
+# member was 11 MB (PyPI 1.2.0, 1.5.1; the CUDA build of 1.2.0: 8 MB) and all of it under 120 MB.
+MEMBER_CAP = 256 << 20
+TOTAL_CAP = 2 << 30
+
+
 def _refuse_unsafe_entries(filename: str, archive: zipfile.ZipFile) -> None:
-    """A wheel is untrusted: no entry may name a place outside the folder it is unpacked into."""
+    """A wheel is untrusted: no entry may name a place outside the folder it is unpacked into,
+    be a link, or declare sizes the gate would have to hold in memory to read."""
+    total = 0
     for info in archive.infolist():
         name = info.filename
         parts = PurePosixPath(name.replace("\\", "/")).parts
@@ -113,10 +127,18 @@ def _refuse_unsafe_entries(filename: str, archive: zipfile.ZipFile) -> None:
         if ".." in parts:
             raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} climbs out of the tree with '..'")
         if stat.S_ISLNK(info.external_attr >> 16):
-            target = archive.read(info).decode(errors="replace")
-            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-            if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
-                raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} is a link to {target!r}, outside the tree")
+            # Judging each link by its own text misses chains (a -> .., b -> a/..); the wheel format
+            # has no links and no executorch release ships one, so none is accepted.
+            target = archive.read(info)[:200].decode(errors="replace") if info.file_size < 4096 else "..."
+            raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} is a link to {target!r}; a wheel holds "
+                               "no links (pip would not make one), and a chain of them can lead outside the tree")
+        if info.file_size > MEMBER_CAP:
+            raise InvalidWheel(f"wheel {filename!r} is refused: entry {name!r} declares {info.file_size} B unpacked, over "
+                               f"the gate's {MEMBER_CAP} B limit for one file (an executorch wheel's largest is about 11 MB)")
+        total += info.file_size
+        if total > TOTAL_CAP:
+            raise InvalidWheel(f"wheel {filename!r} is refused: its entries declare over {TOTAL_CAP} B unpacked, "
+                               "the gate's limit (an executorch wheel holds under 120 MB)")
 
 
 def _dist_info_version(files: tuple[str, ...]) -> str:
@@ -207,3 +229,24 @@ def check_interpreter(wheel: Wheel, interpreter: Interpreter) -> None:
         f"wheel {wheel.filename!r} is for {', '.join(wanted)}; this session's interpreter is "
         f"{interpreter.describe()}: run the gate with --python python{dotted} (or the path of a Python {dotted})"
     )
+
+
+def read_member(archive: zipfile.ZipFile, name: str, filename: str) -> bytes:
+    """One member, whole (its size is bounded by MEMBER_CAP at read_wheel); a damaged one is InvalidWheel."""
+    try:
+        return archive.read(name)
+    except (zipfile.BadZipFile, zlib_error, OSError, EOFError) as exc:
+        raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
+
+
+def hash_member(archive: zipfile.ZipFile, name: str, filename: str) -> tuple[str, int]:
+    """sha256 and size of one member, read in chunks (memory stays small whatever its size)."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with archive.open(name) as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+    except (zipfile.BadZipFile, zlib_error, OSError, EOFError) as exc:
+        raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
+    return digest.hexdigest(), size

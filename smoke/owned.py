@@ -1,0 +1,99 @@
+"""Folders the gate makes: marked, locked for one run, and the only ones it ever empties.
+
+A folder the gate makes holds a mark file, ``.executorch-wheel-gate``. The gate empties or
+removes a folder only if it carries that mark; a folder without it (a user's files, a
+checkout, a home folder passed by mistake) is refused with one line, unless it is empty.
+While a run uses a folder it holds an exclusive ``flock`` on the mark: a second run on the
+same folder is refused at once, and the lock dies with its holder (a crash leaves no stale lock).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from smoke.errors import GateError
+
+MARK = ".executorch-wheel-gate"
+
+
+class FolderRefused(GateError):
+    """A folder the gate was told to use is not one it may write into."""
+
+
+@dataclass
+class Owned:
+    """A marked folder, locked by this run until ``release``."""
+
+    path: Path
+    lock: IO[str]
+    created: bool = False  # this run made it
+
+    @property
+    def unused(self) -> bool:
+        """Nothing in it but the mark."""
+        return all(child.name == MARK for child in self.path.iterdir())
+
+    def empty(self) -> None:
+        """Remove everything in it but the mark (the lock stays held)."""
+        for child in self.path.iterdir():
+            if child.name == MARK:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    def remove(self) -> None:
+        """Remove the folder itself (only ever a marked one, this run's)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.release()
+
+    def release(self) -> None:
+        if not self.lock.closed:
+            self.lock.close()
+
+
+def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = ()) -> Owned:
+    """Take ``path`` for this run: make it (marked) if new or empty, accept it if marked, else refuse.
+
+    ``what`` names the folder in messages ("environment folder"), ``option`` the flag that sets it;
+    ``earlier_marks`` are files that only the gate writes, which folders made before the mark carry.
+    """
+    path = Path(path)
+    mark = path / MARK
+    if path.is_dir() and not mark.exists() and any((path / name).is_file() for name in earlier_marks):
+        mark.touch()
+    try:
+        if path.exists() and not path.is_dir():
+            raise FolderRefused(f"{what} {str(path)!r} is a file, not a folder: pass a new or empty folder to {option}")
+        if path.is_dir() and not mark.exists() and any(path.iterdir()):
+            raise FolderRefused(
+                f"{what} {str(path)!r} is not empty and the gate did not make it (no {MARK} in it), so it will not "
+                f"touch it: pass a new or empty folder to {option}"
+            )
+        created = not path.exists()
+        path.mkdir(parents=True, exist_ok=True)
+        handle = open(mark, "a+", encoding="utf-8")
+    except FolderRefused:
+        raise
+    except OSError as exc:
+        raise FolderRefused(f"{what} {str(path)!r} cannot be made or written ({exc.strerror or exc}): "
+                            f"pass a writable folder to {option}") from exc
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise FolderRefused(f"{what} {str(path)!r} is in use by another gate run ({holder}): wait for it to end, "
+                            f"or pass another folder to {option}") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    return Owned(path, handle, created)
