@@ -211,7 +211,7 @@ def gate(row: Row, options: Options) -> int:
         return _gate(row, options, held)
     except (KeyboardInterrupt, Interrupted):
         for folder in held:
-            if folder.path.name != "" and (folder.path / "record.jsonl").exists():
+            if (folder.path / "record.jsonl").exists():  # the work folder, kept as on any failure
                 say(f"artifacts kept in {folder.path}")
         raise
     finally:
