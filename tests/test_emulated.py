@@ -16,7 +16,7 @@ from tests.conftest import REPO, pypi_wheel
 pytestmark = [pytest.mark.emulated, pytest.mark.slow]
 ROOT = Path(os.environ.get("GATE_AARCH64_ROOT", REPO / ".gate" / "aarch64-root"))
 PYTHON = ROOT / "usr" / "bin" / "python3.11"
-ENV_DIR = REPO / ".gate" / "envs" / "emulated-aarch64"
+ENV_DIR = REPO / ".gate" / "envs" / "cpu_aarch64"  # the row's own default: an earlier run's environment is reused
 
 
 @pytest.fixture(scope="module")
