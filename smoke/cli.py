@@ -92,7 +92,11 @@ def _at_the_edge(work: Callable[[], int]) -> int:
     SIGINT (Ctrl-C) and SIGTERM end the run where it is: what it started is ended on the way
     out (``gate.run_child``), and the exit code is 128 + the signal, 130 or 143, as a shell's.
     """
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if threading.current_thread() is threading.main_thread() else None
+    # Signal handlers can be set only in the main thread; whatever was there is put back after.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM)
+    if in_main:
+        signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         return work()
     except GateError as exc:
@@ -104,7 +108,7 @@ def _at_the_edge(work: Callable[[], int]) -> int:
               f"was ended; no verdict", file=sys.stderr, flush=True)
         return 128 + signum
     finally:
-        if previous is not None:
+        if in_main and previous is not None:  # None: a handler not set from Python, which cannot be put back
             signal.signal(signal.SIGTERM, previous)
 
 

@@ -66,9 +66,9 @@ def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = (
     """
     path = Path(path)
     mark = path / MARK
-    if path.is_dir() and not mark.exists() and any((path / name).is_file() for name in earlier_marks):
-        mark.touch()
     try:
+        if path.is_dir() and not mark.exists() and any((path / name).is_file() for name in earlier_marks):
+            mark.touch()
         if path.exists() and not path.is_dir():
             raise FolderRefused(f"{what} {str(path)!r} is a file, not a folder: pass a new or empty folder to {option}")
         if path.is_dir() and not mark.exists() and any(path.iterdir()):

@@ -152,12 +152,13 @@ def load_groups(libraries: Libraries) -> dict[str, list[elf.Library]]:
     return groups
 
 
-def core_problems(libraries: Libraries) -> list[str]:
-    """Each set of libraries that load together and define the same components, with those components."""
+def core_problems(libraries: Libraries, defines: dict[str, list[str]]) -> list[str]:
+    """Each set of libraries that load together and define the same components, with those components.
+    ``defines``: each library's path and the components it defines (``components_defined``)."""
     problems: dict[tuple[str, ...], tuple[list[str], str]] = {}
     for root, group in load_groups(libraries).items():
         for component in RUNTIME_COMPONENTS:
-            definers = tuple(sorted(lib.path for lib in group if component in components_defined(lib)))
+            definers = tuple(sorted(lib.path for lib in group if component in defines[lib.path]))
             if len(definers) > 1:
                 components, _root = problems.setdefault(definers, ([], root))
                 if component not in components:
@@ -170,10 +171,11 @@ def check_runtime_core(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
     """Among the shipped libraries that load together, each component of the runtime that holds
     process-wide state (logging, platform layer, backend and kernel registries, AOTI shims) has one definer."""
     name = "one runtime core"
-    owners = {component: sorted(lib.path for lib in libraries.items if component in components_defined(lib))
+    defines = {lib.path: components_defined(lib) for lib in libraries.items}  # read each symbol table once
+    owners = {component: sorted(path for path, components in defines.items() if component in components)
               for component in RUNTIME_COMPONENTS}
     measured = {"owners": owners, "libraries": len(libraries.items)}
-    problems = core_problems(libraries)
+    problems = core_problems(libraries, defines)
     if problems:
         more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
         return failed(name, "two copies of the runtime's state in one process: " + "; ".join(problems[:2]) + more,
@@ -375,12 +377,12 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
             if entry is None:
                 problems.append(f"{member} is not in RECORD")
                 continue
-            hexdigest, size = hash_member(archive, member, wheel.filename)
+            sha256, size = hash_member(archive, member, wheel.filename)
             digest = entry[1] if len(entry) > 1 else ""
             said_size = entry[2] if len(entry) > 2 else ""
             if not digest.startswith("sha256="):
                 problems.append(f"{member} has no sha256 in RECORD")
-            elif digest != _record_digest(bytes.fromhex(hexdigest)):
+            elif digest != _record_digest(sha256):
                 problems.append(f"{member} does not match its RECORD hash")
             elif said_size and not said_size.isdigit():
                 problems.append(f"{member} has size {said_size!r} in RECORD, which is not a number of bytes")

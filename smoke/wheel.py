@@ -240,8 +240,8 @@ def read_member(archive: zipfile.ZipFile, name: str, filename: str) -> bytes:
         raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
 
 
-def hash_member(archive: zipfile.ZipFile, name: str, filename: str) -> tuple[str, int]:
-    """sha256 and size of one member, read in chunks (memory stays small whatever its size)."""
+def hash_member(archive: zipfile.ZipFile, name: str, filename: str) -> tuple[bytes, int]:
+    """sha256 digest and size of one member, read in chunks (memory stays small whatever its size)."""
     digest, size = hashlib.sha256(), 0
     try:
         with archive.open(name) as handle:
@@ -250,4 +250,4 @@ def hash_member(archive: zipfile.ZipFile, name: str, filename: str) -> tuple[str
                 size += len(chunk)
     except (zipfile.BadZipFile, zlib_error, OSError, EOFError) as exc:
         raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
-    return digest.hexdigest(), size
+    return digest.digest(), size
