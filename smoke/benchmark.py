@@ -133,7 +133,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--env-dir", type=Path, help="default: .gate/bench/ROW")
     parser.add_argument("--no-cold", action="store_true", help="skip the run that builds the environment")
     parser.add_argument("--output", type=Path, help="append the Markdown to this file")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="start no round of warm runs that would end past this many seconds from the start "
+                             "(judged by the longest round so far); the table then shows the rounds that ran")
     args, extra = parser.parse_known_args(argv)
+    started = time.monotonic()
     try:
         env_dir = args.env_dir or REPO / ".gate" / "bench" / args.row
         reading = time_reading(args.wheel, 20)
@@ -145,11 +149,20 @@ def main(argv: list[str]) -> int:
         if (os.cpu_count() or 1) < 4:  # the default already exports in series here
             kinds.pop(1)
         variants: dict[str, list[dict]] = {name: [] for name, _, _ in kinds}
+        longest, stopped = 0.0, ""
         for i in range(args.runs):
+            used = time.monotonic() - started
+            if args.budget is not None and i and used + longest > args.budget:
+                stopped = (f"Stopped after {i} of {args.runs} rounds: the next would have ended past the budget "
+                           f"({used:.0f} s used, the longest round took {longest:.0f} s, budget {args.budget:.0f} s).")
+                print(stopped, flush=True)
+                break
+            round_start = time.monotonic()
             for name, overlap, parallel in kinds:
                 run = one_run(args.row, args.wheel, env_dir, extra, reuse=True, overlap=overlap, parallel=parallel)
                 variants[name].append(run)
                 print(f"run {i + 1}/{args.runs} {name}: {run['total']:.1f} s, verdict {run['verdict']}", flush=True)
+            longest = max(longest, time.monotonic() - round_start)
     except GateError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 2
@@ -173,6 +186,7 @@ def main(argv: list[str]) -> int:
                   f"{build:.1f} s; unavoidable there: the build plus exports and loads, {build + cold['unavoidable']:.1f} s, "
                   f"overhead {100 * (cold['total'] / (build + cold['unavoidable']) - 1):+.0f} %.", ""]
     lines += ["Warm runs on the reused environment, the variants interleaved:", "", *table(variants), ""]
+    lines += [stopped, ""] if stopped else []
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output is not None:
