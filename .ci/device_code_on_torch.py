@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from smoke import devicecode, shipped  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
 from smoke.wheel import read_wheel  # noqa: E402
-from tests.conftest import rewrite_wheel  # noqa: E402
+from smoke.wheelcopy import rewrite_wheel  # noqa: E402
 
 
 def main(wheel_path: str, out: str) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import email.parser
 import hashlib
 import platform
-import posixpath
 import stat
 import subprocess
 import sys

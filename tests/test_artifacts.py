@@ -8,7 +8,7 @@ import pytest
 
 from smoke import artifacts
 from smoke.artifacts import ArtifactError, read_data_file, read_program
-from tests.conftest import CPU, H200
+from tests.helpers import CPU, H200
 
 
 @pytest.mark.parametrize(

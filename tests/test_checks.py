@@ -6,7 +6,7 @@ import pytest
 
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.results import Status
-from tests.conftest import CPU, H200
+from tests.helpers import CPU, H200
 
 
 def test_delegated_passes_on_the_h200_program():

@@ -10,12 +10,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import REPO, rewrite_wheel
-
-
-def nox(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=600)
+from tests.helpers import REPO, nox, rewrite_wheel
 
 
 def test_nox_lists_every_row_with_a_description():
@@ -66,7 +61,7 @@ def _other_python(tmp, wheel):
 
 
 def _aarch64_wheel(tmp, wheel):
-    from tests.conftest import pypi_wheel
+    from tests.helpers import pypi_wheel
 
     return pypi_wheel("aarch64")
 

@@ -18,9 +18,9 @@ from smoke.checks import check_data_file, check_delegated, check_weights_in_data
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.conftest import CPU, DATA, DEVICE_CODE, H200, rewrite_wheel
-from tests.test_child_process import CHECK, PHASE, _child
-from tests.test_shipped import SHIMS, cuda_parts, make_cuda_wheel
+from tests.helpers import CPU, DATA, DEVICE_CODE, H200, rewrite_wheel
+from tests.helpers import CHECK, PHASE, fake_child
+from tests.helpers import SHIMS, cuda_parts, make_cuda_wheel
 
 CUDA, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
 slow = pytest.mark.slow
@@ -214,17 +214,17 @@ def weights_baked_into_the_program(ctx):
 # --- the child process -------------------------------------------------------------------------
 
 def child_crashes(ctx):
-    _outcome, verdict, _seen = _child(ctx.tmp, f"w({CHECK!r}); w({PHASE!r}); os.kill(os.getpid(), signal.SIGSEGV)")
+    _outcome, verdict, _seen = fake_child(ctx.tmp, f"w({CHECK!r}); w({PHASE!r}); os.kill(os.getpid(), signal.SIGSEGV)")
     return verdict
 
 
 def child_hangs(ctx):
-    _outcome, verdict, _seen = _child(ctx.tmp, f"w({PHASE!r}); time.sleep(60)", timeout=2)
+    _outcome, verdict, _seen = fake_child(ctx.tmp, f"w({PHASE!r}); time.sleep(60)", timeout=2)
     return verdict
 
 
 def child_prints_garbage(ctx):
-    _outcome, verdict, _seen = _child(ctx.tmp, "w('this is not json'); w('{\"kind\": \"end\"}')")
+    _outcome, verdict, _seen = fake_child(ctx.tmp, "w('this is not json'); w('{\"kind\": \"end\"}')")
     return verdict
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, pypi_wheel
+from tests.helpers import REPO, pypi_wheel
 
-pytestmark = [pytest.mark.emulated, pytest.mark.slow]
+pytestmark = [pytest.mark.emulated, pytest.mark.slow, pytest.mark.network]
 ROOT = Path(os.environ.get("GATE_AARCH64_ROOT", REPO / ".gate" / "aarch64-root"))
 PYTHON = ROOT / "usr" / "bin" / "python3.11"
 ENV_DIR = REPO / ".gate" / "envs" / "cpu_aarch64"  # the row's own default: an earlier run's environment is reused

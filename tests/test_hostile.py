@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CPU, H200, REPO, rewrite_wheel
+from tests.helpers import CPU, H200, REPO, rewrite_wheel
 
 
 def gate(*args, env=None, timeout=300):

@@ -8,10 +8,7 @@ import time
 import jsonschema
 import pytest
 
-from tests.conftest import REPO
-from tests.test_cli import nox
-
-SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
+from tests.helpers import SCHEMA, nox
 
 
 def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_row(wheel_x86_64, tmp_path):
@@ -51,7 +48,7 @@ def test_inspect_with_a_row_judges_that_row_only(wheel_x86_64):
 
 def test_inspect_runs_on_any_interpreter_whatever_the_python_tag(wheel_x86_64, tmp_path):
     # The cp311 wheel renamed cp312: a row would refuse it on Python 3.11; inspect reads it.
-    from tests.conftest import rewrite_wheel
+    from tests.helpers import rewrite_wheel
 
     other = rewrite_wheel(wheel_x86_64, tmp_path, new_name=wheel_x86_64.name.replace("cp311-cp311", "cp312-cp312"))
     proc = nox("-s", "inspect", "--", str(other), "--row", "cpu_x86_64")

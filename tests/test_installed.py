@@ -17,15 +17,10 @@ from smoke import installed, shipped
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.conftest import REPO
-from tests.test_shipped import SHIMS, make_cuda_wheel
+from tests.helpers import REPO
+from tests.helpers import SHIMS
 
 CUDA, CPU = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
-
-
-@pytest.fixture(scope="module")
-def cuda_wheel(slim_x86_64, tmp_path_factory):
-    return make_cuda_wheel(slim_x86_64, tmp_path_factory.mktemp("cuda"))
 
 
 def test_the_probe_runs_in_any_environment_and_says_what_is_missing():

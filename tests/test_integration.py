@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from smoke.rows import ROWS
-from tests.test_cli import nox
+from tests.helpers import nox
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,8 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
 def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, wheel_x86_64, env_dir):
     proc = nox("-s", "cuda_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--reuse-env")
     out = proc.stdout
-    assert proc.returncode != 0
+    assert proc.returncode == 1, out + proc.stderr  # the wheel failed (2 would be: the gate could not run)
+    assert "cuda_x86_64: FAILED (exit 1)" in proc.stderr
     assert "reusing environment" in out
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
     assert "FAIL CUDA libraries: the CUDA delegate's libraries of the 1.5 layout are not in the wheel" in out
@@ -85,7 +86,7 @@ def test_reports_of_a_real_run_match_the_schema_and_the_printed_lines(cpu_run, w
 
     import jsonschema
 
-    from tests.test_inspect import SCHEMA
+    from tests.helpers import SCHEMA
 
     proc, report = cpu_run
     data = json.loads(report.read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import H200, REPO
+from tests.helpers import H200, REPO
 
 README = (REPO / "README.md").read_text()
 

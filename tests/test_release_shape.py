@@ -16,7 +16,7 @@ from smoke import shipped
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 SCRIPT = REPO / ".ci" / "release-shape"
 CUDA_ROW = ROWS["cuda_x86_64"]

@@ -12,7 +12,7 @@ from smoke import report, summary
 from smoke.report import Run
 from smoke.results import failed, passed, skipped
 from smoke.rows import MUST_EXECUTE, RELEASE_ROWS
-from tests.test_inspect import SCHEMA
+from tests.helpers import SCHEMA
 
 
 def a_run(row: str, *, fail: str | None = None, skip: str | None = None) -> Run:

@@ -16,7 +16,7 @@ from smoke import elf, shipped
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.conftest import DATA
+from tests.helpers import DATA
 
 CUDA_BUILD = DATA / "cuda-executorch-1.2.0"
 CUDA_ROW = ROWS["cuda_x86_64"]

@@ -22,44 +22,10 @@ from smoke.errors import InvalidWheel
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.conftest import DEVICE_CODE, rewrite_wheel
+from tests.helpers import DEVICE_CODE, RUNTIME, SHIMS, cuda_parts, make_cuda_wheel, rewrite_wheel
 
 CUDA_ROW = ROWS["cuda_x86_64"]
 CPU_ROW = ROWS["cpu_x86_64"]
-SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
-RUNTIME = 'nvidia-cuda-runtime==13.0.96; platform_system == "Linux"'
-
-
-def relabel(version: str, requirement: str | None = RUNTIME):
-    def edit(text: str) -> str:
-        text = text.replace("Version: 1.5.1", f"Version: {version}", 1)
-        if requirement:
-            text = text.replace("Requires-Dist: expecttest", f"Requires-Dist: {requirement}\nRequires-Dist: expecttest", 1)
-        return text
-    return edit
-
-
-def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
-    with zipfile.ZipFile(wheel_path) as archive:
-        cpu_library = archive.read("executorch/lib/libexecutorch_etdump.so")
-    return {
-        "executorch/lib/libexecutorch_backend_cuda.so": cpu_library,
-        "executorch/lib/libexecutorch_extension_cuda.so": cpu_library,
-        SHIMS: shims if shims is not None else (DEVICE_CODE / "libcovers_cu130.so").read_bytes(),
-    }
-
-
-def make_cuda_wheel(wheel_x86_64, folder, *, label="1.5.1+cu130", requirement=RUNTIME, parts=None, drop=()):
-    name = wheel_x86_64.name.replace("1.5.1", label)
-    return read_wheel(rewrite_wheel(wheel_x86_64, folder, new_name=name, metadata=relabel(label, requirement),
-                                    add=cuda_parts(wheel_x86_64) if parts is None else parts, drop=drop))
-
-
-@pytest.fixture(scope="module")
-def cuda_wheel(slim_x86_64, tmp_path_factory):
-    return make_cuda_wheel(slim_x86_64, tmp_path_factory.mktemp("cuda-wheel"))
-
-
 @pytest.fixture(scope="module")
 def pypi(wheel_x86_64):
     return read_wheel(wheel_x86_64)
@@ -320,7 +286,7 @@ CUSTOM_OPS = "executorch/extension/llm/custom_ops/libcustom_ops_aot_lib.so"
 
 @pytest.fixture(scope="module")
 def pypi_1_4_1():
-    from tests.conftest import pypi_wheel
+    from tests.helpers import pypi_wheel
 
     return read_wheel(pypi_wheel("x86_64", "1.4.1"))
 
@@ -353,7 +319,7 @@ PUBLIC_RELEASES = ["1.0.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.0", "1.4.1"
 def test_every_public_release_runpath_fails_only_for_the_build_machine(release):
     """Each release's real entries: what fails names the build machine (absolute, build tree); no
     entry fails for leaving the environment; from 1.4.1 on, nothing fails (docs/releases.md)."""
-    from tests.conftest import pypi_wheel
+    from tests.helpers import pypi_wheel
 
     wheel = read_wheel(pypi_wheel("x86_64", release))
     result = check(shipped.check_library_runpath, wheel, CPU_ROW)

@@ -10,7 +10,7 @@ from smoke.errors import InvalidWheel, NoTorchPairing, WrongPlatform
 from smoke.pairing import constraints_for
 from smoke.rows import ROWS
 from smoke.wheel import Interpreter, check_interpreter, check_machine, platform_machine, read_wheel
-from tests.conftest import rewrite_wheel
+from tests.helpers import rewrite_wheel
 
 
 @pytest.mark.parametrize(

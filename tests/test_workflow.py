@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from smoke.rows import ROWS
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 WORKFLOW = REPO / ".github" / "workflows" / "release-gate.yml"
 

@@ -1,0 +1,95 @@
+"""What several test modules share: the real inputs' places, PyPI's wheels, a wheel rewriter,
+the nox command, a CUDA-labelled copy of a real wheel and a scripted child. Test modules import
+from here (and take fixtures from conftest.py), never from each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+from smoke.gate import judge_child, run_child
+from smoke.wheel import read_wheel
+from smoke.wheelcopy import rewrite_wheel
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+H200 = DATA / "h200-executorch-1.2.0"
+CPU = DATA / "cpu-executorch-1.5.1"
+DEVICE_CODE = DATA / "device-code"
+WHEEL_CACHE = REPO / ".gate" / "test-wheels"
+PYPI_RELEASE = "1.5.1"
+
+
+SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
+
+
+def pypi_wheel(machine: str, release: str = PYPI_RELEASE, python: str = "3.11") -> Path:
+    """PyPI's executorch wheel for this machine kind and CPython, downloaded once (the file only)."""
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    tag = "cp" + python.replace(".", "")
+    pattern = f"executorch-{release}-{tag}-{tag}-manylinux_*_{machine}.whl"
+    found = sorted(WHEEL_CACHE.glob(pattern))
+    if not found:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", python,
+             "--implementation", "cp", "--platform", f"manylinux_2_28_{machine}", "-d", str(WHEEL_CACHE),
+             f"executorch=={release}"],
+            check=True,
+        )
+        found = sorted(WHEEL_CACHE.glob(pattern))
+    return found[-1]
+
+
+def nox(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
+RUNTIME = 'nvidia-cuda-runtime==13.0.96; platform_system == "Linux"'
+
+
+def relabel(version: str, requirement: str | None = RUNTIME):
+    def edit(text: str) -> str:
+        text = text.replace("Version: 1.5.1", f"Version: {version}", 1)
+        if requirement:
+            text = text.replace("Requires-Dist: expecttest", f"Requires-Dist: {requirement}\nRequires-Dist: expecttest", 1)
+        return text
+    return edit
+
+
+def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel_path) as archive:
+        cpu_library = archive.read("executorch/lib/libexecutorch_etdump.so")
+    return {
+        "executorch/lib/libexecutorch_backend_cuda.so": cpu_library,
+        "executorch/lib/libexecutorch_extension_cuda.so": cpu_library,
+        SHIMS: shims if shims is not None else (DEVICE_CODE / "libcovers_cu130.so").read_bytes(),
+    }
+
+
+def make_cuda_wheel(wheel_x86_64, folder, *, label="1.5.1+cu130", requirement=RUNTIME, parts=None, drop=()):
+    name = wheel_x86_64.name.replace("1.5.1", label)
+    return read_wheel(rewrite_wheel(wheel_x86_64, folder, new_name=name, metadata=relabel(label, requirement),
+                                    add=cuda_parts(wheel_x86_64) if parts is None else parts, drop=drop))
+
+
+CHECK = json.dumps({"kind": "check", "name": "export (weightless)", "status": "pass", "reason": "ok", "measured": {}})
+PHASE = json.dumps({"kind": "phase", "name": "load and run (weighted)", "event": "start"})
+
+
+def fake_child(tmp_path, body: str, timeout: float = 30):
+    record, log = tmp_path / "record.jsonl", tmp_path / "child.log"
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time
+        rec = open({str(record)!r}, "a")
+        def w(line): rec.write(line + "\\n"); rec.flush()
+    """) + textwrap.dedent(body)
+    seen = []
+    outcome = run_child([sys.executable, "-c", script], record, log, timeout, dict(os.environ), seen.append)
+    return outcome, judge_child(outcome, timeout, log), seen
