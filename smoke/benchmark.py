@@ -25,13 +25,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from smoke import wheel as wheels
+from smoke import proc, wheel as wheels
 from smoke.errors import GateError, WrongPlatform
 from smoke.rows import ROWS
 
@@ -79,12 +78,11 @@ def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool,
         if parallel is not None:
             env["GATE_PARALLEL_EXPORTS"] = parallel
         start = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
+        ran = proc.run(cmd, what=f"the {row} run", cwd=REPO, env=env, check=False)
         wall = time.monotonic() - start
         report_path = Path(reports) / f"{row}.json"
         if not report_path.is_file():
-            tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-            raise GateError(f"the {row} run wrote no report (exit {proc.returncode}): {tail}")
+            raise GateError(f"the {row} run wrote no report (exit {ran.returncode}): {proc.tail(ran.stdout + ran.stderr)}")
         report = json.loads(report_path.read_text())
     phases: dict[str, float] = {}
     for entry in report["phases"]:

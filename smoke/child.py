@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
+from smoke import proc
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.probe import one_line
 from smoke.results import CheckResult, Status, failed, passed, skipped
@@ -217,7 +218,7 @@ def start_negative_process(workdir: Path) -> subprocess.Popen:
     """The negative control's process, started early: it imports torch and the runtime while the
     exports run, then waits on stdin for the program to load."""
     cmd = [sys.executable, "-m", "smoke.child", "--negative", "-", str(workdir / "negative.json")]
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def negative_control(row: Row, pte: Path, workdir: Path, started: subprocess.Popen | None = None) -> CheckResult:
@@ -227,21 +228,19 @@ def negative_control(row: Row, pte: Path, workdir: Path, started: subprocess.Pop
     a match means the weights are not coming from the data file.
     """
     name = "negative control (weighted, no data file)"
-    proc = started or start_negative_process(workdir)
+    control = started or start_negative_process(workdir)
     try:
-        _out, stderr = proc.communicate(f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
+        _out, stderr = control.communicate(f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        proc.end(control)
         return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
-    if proc.returncode < 0:
-        sig = signal.Signals(-proc.returncode).name
+    if control.returncode < 0:
+        sig = signal.Signals(-control.returncode).name
         return passed(name, f"the load without {row.data_file} crashed the process with {sig}, as expected", outcome=sig)
     try:
         verdict = json.loads((workdir / "negative.json").read_text())
     except (OSError, ValueError):
-        tail = (stderr.strip().splitlines() or [""])[-1]
-        return failed(name, f"the control process exited {proc.returncode} without its verdict: {tail}")
+        return failed(name, f"the control process exited {control.returncode} without its verdict: {proc.tail(stderr, 1)}")
     if verdict["outcome"] == "error":
         return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
     if verdict["matched"]:
@@ -280,10 +279,8 @@ def gate(row: Row, workdir: Path, rec: Recorder, early_negative: bool = True) ->
     try:
         _gate(row, workdir, rec, started, helper)
     finally:
-        for proc in (started, helper):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        for process in (started, helper):
+            proc.end(process)
 
 
 def export_here(rec: Recorder, row: Row, name: str, model, example, folder: Path) -> bool:
@@ -316,7 +313,7 @@ def start_export_process(row: Row, workdir: Path) -> subprocess.Popen:
     folder.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "smoke.child", "--export", row.name, PARALLEL_LABEL, str(folder), str(workdir / "export.json")]
     with open(workdir / "export.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
 def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Path, workdir: Path) -> bool:
@@ -325,9 +322,7 @@ def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Pa
     try:
         verdict = json.loads((workdir / "export.json").read_text())
     except (OSError, ValueError):
-        log = workdir / "export.log"
-        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
-        rec.check(failed(name, f"the export process exited {helper.returncode} without its result: {tail}"))
+        rec.check(failed(name, f"the export process exited {helper.returncode} without its result: {proc.file_tail(workdir / 'export.log')}"))
         return False
     rec.write(kind="phase", name=name, event="start")
     rec.write(kind="phase", name=name, event="end", seconds=verdict["seconds"])
@@ -382,8 +377,7 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     folders = {label: workdir / label for label in built}
     exported: dict[str, bool] = {}
     if blocked and helper is not None:
-        helper.kill()
-        helper.wait()
+        proc.end(helper)
         helper = None
     for label, (model, example) in built.items():
         name = f"export ({label})"

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+
+from smoke import proc
 
 _IMAGE = re.compile(r"\.(sm_\d+[a-z]?)\.(cubin|ptx)\s*$")
 # Where cuobjdump is found besides PATH: the CUDA toolkit, NVIDIA's own PyPI wheel
@@ -55,14 +56,11 @@ class DeviceCode:
 
 
 def _list(cuobjdump: str, flag: str, path: Path) -> set[str]:
-    try:
-        proc = subprocess.run([cuobjdump, flag, str(path)], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise CuobjdumpError(f"{cuobjdump} could not run: {exc}") from exc
-    text = proc.stdout + proc.stderr
+    ran = proc.run([cuobjdump, flag, path], what=f"{cuobjdump} {flag} {path.name}", error=CuobjdumpError, timeout=120, check=False)
+    text = ran.stdout + ran.stderr
     found = {m.group(1) for line in text.splitlines() if (m := _IMAGE.search(line))}
-    if proc.returncode and not found and "does not contain device code" not in text and "No PTX file found" not in text:
-        raise CuobjdumpError(f"{cuobjdump} {flag} {path.name} failed: {text.strip().splitlines()[-1] if text.strip() else proc.returncode}")
+    if ran.returncode and not found and "does not contain device code" not in text and "No PTX file found" not in text:
+        raise CuobjdumpError(f"{cuobjdump} {flag} {path.name} failed: {text.strip().splitlines()[-1] if text.strip() else ran.returncode}")
     return found
 
 

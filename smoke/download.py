@@ -7,11 +7,11 @@ and the row's architecture.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from smoke import proc
 from smoke.errors import InvalidWheel
 from smoke.rows import Row
 from smoke.wheel import PROJECT, Interpreter
@@ -35,10 +35,11 @@ def default_wheel(row: Row, interpreter: Interpreter, index: str | None, say) ->
     where = index or "the configured package index"
     say(f"no wheel given: downloading the current {PROJECT} release for {interpreter.tag} {row.machine} from {where}")
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        proc = subprocess.run(download_command(row, interpreter, Path(tmp), index), capture_output=True, text=True)
+        ran = proc.run(download_command(row, interpreter, Path(tmp), index), what="downloading the wheel", error=InvalidWheel,
+                       check=False, fix="pass the path of an executorch .whl, or --wheel-index URL")
         found = sorted(Path(tmp).glob(f"{PROJECT}-*.whl"))
-        if proc.returncode != 0 or not found:
-            tail = (proc.stderr.strip().splitlines() or ["no wheel came back"])[-1]
+        if ran.returncode != 0 or not found:
+            tail = proc.tail(ran.stderr, 1) or "no wheel came back"
             raise InvalidWheel(f"no wheel given and none could be downloaded from {where} ({tail}); "
                                f"pass the path of an executorch .whl, or --wheel-index URL")
         target = CACHE / found[-1].name

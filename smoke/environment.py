@@ -23,6 +23,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from smoke import proc
 from smoke.errors import EnvironmentBuildError
 from smoke.owned import Owned, claim
 from smoke.wheel import Interpreter, Wheel
@@ -63,17 +64,8 @@ def env_without_pythonpath() -> dict[str, str]:
 
 def run(cmd: Sequence[str], what: str, *, inherit_pythonpath: bool = False) -> subprocess.CompletedProcess:
     """Run one command of the build; on failure raise with the command and its output's tail."""
-    env = None if inherit_pythonpath else env_without_pythonpath()
-    try:
-        proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, env=env)
-    except OSError as exc:
-        raise EnvironmentBuildError(f"{what} failed: cannot run {cmd[0]!r} ({exc})") from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise EnvironmentBuildError(
-            f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n{tail}"
-        )
-    return proc
+    return proc.run(cmd, what=what, error=EnvironmentBuildError, env=None if inherit_pythonpath else env_without_pythonpath(),
+                    tail_lines=15, joiner="\n")
 
 
 def site_packages(python: Path) -> Path:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import download, environment, installed, owned, pairing, report, shipped, wheel as wheels
+from smoke import download, environment, installed, owned, pairing, proc, report, shipped, wheel as wheels
 from smoke.report import Run
 from smoke.errors import EXIT_FAILED, Interrupted
 from smoke.results import CheckResult, all_passed, failed, skipped, summary_line
@@ -130,40 +130,22 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
     outcome = ChildOutcome({}, False, None, False, None, [])
     record.touch()
     with log.open("wb") as log_handle, record.open("r", encoding="utf-8") as reader:
-        proc = subprocess.Popen(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                start_new_session=True)
+        child = proc.start(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO, own_group=True)
         try:
-            _follow(proc, reader, outcome, timeout, on_check, on_phase, on_probe)
+            _follow(child, reader, outcome, timeout, on_check, on_phase, on_probe)
         except BaseException:  # Ctrl-C, SIGTERM (Interrupted), or an error of ours: the child must not outlive us
-            end_process_group(proc)
+            proc.end_group(child)
             raise
-        outcome.returncode = proc.returncode
+        outcome.returncode = child.returncode
     return outcome
 
 
-def end_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """End the child's process group (it and every process it started): SIGTERM, then SIGKILL
-    after ``grace`` seconds, and SIGKILL to the group in any case once the child is gone."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    except ProcessLookupError:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def _follow(proc, reader, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe) -> None:
+def _follow(child, reader, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe) -> None:
     """Read the record as it grows until the child exits, is stopped, or runs out of time."""
     deadline = time.monotonic() + timeout
     pending = ""
     while True:
-        done = proc.poll() is not None
+        done = child.poll() is not None
         pending += reader.read()
         *lines, pending = pending.split("\n")
         if done and pending.strip():
@@ -175,13 +157,13 @@ def _follow(proc, reader, outcome: ChildOutcome, timeout: float, on_check, on_ph
         except StopChild:
             outcome.stopped = True
             if not done:
-                end_process_group(proc, grace=0)
+                proc.end_group(child, grace=0)
             return
         if done:
             return
         if time.monotonic() > deadline:
             outcome.timed_out = True
-            end_process_group(proc, grace=0)
+            proc.end_group(child, grace=0)
             return
         time.sleep(0.2)
 
@@ -191,7 +173,7 @@ def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult
     if outcome.stopped:
         return None  # the parent ended it, on a failure it has printed already
     where = f" during {outcome.last_phase!r}" if outcome.last_phase else ""
-    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
+    tail = proc.file_tail(log)
     if outcome.timed_out:
         return failed(CHILD_CHECK, f"killed after the {timeout:g} s time limit{where} (--timeout to change it)")
     if outcome.bad_lines:

@@ -8,25 +8,27 @@ export child runs.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
 from packaging.version import InvalidVersion, Version
 
-from smoke import pairing, shipped
+from smoke import pairing, proc, shipped
+from smoke.errors import GateError
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.rows import Row
 from smoke.wheel import Wheel
 
 
 def run_probe(python: Path, env: dict[str, str], cwd: Path, timeout: float = 600) -> dict[str, Any]:
-    proc = subprocess.run([str(python), "-m", "smoke.probe"], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        ran = proc.run([python, "-m", "smoke.probe"], what="probing the environment", env=env, cwd=cwd, timeout=timeout, check=False)
+    except GateError as exc:  # could not start, or ran past its limit: the checks fail, saying so
+        return {"probe_error": str(exc)}
+    try:
+        return json.loads(ran.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-        return {"probe_error": f"exited {proc.returncode}: {tail}"}
+        return {"probe_error": f"exited {ran.returncode}: {proc.tail(ran.stdout + ran.stderr)}"}
 
 
 TORCH_AGREES, DELEGATE_REGISTERS, CUDA_LIBRARIES_RESOLVE = "torch agrees", "delegate registers", "CUDA libraries resolve"

@@ -11,7 +11,6 @@ import email.parser
 import hashlib
 import platform
 import stat
-import subprocess
 import sys
 import zipfile
 from zlib import error as zlib_error
@@ -23,6 +22,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from smoke import proc
 from smoke.errors import InvalidWheel, WrongPlatform
 from smoke.rows import ROWS, Row
 
@@ -189,16 +189,11 @@ def probe_interpreter(path: str | None) -> Interpreter:
     if path is None:
         return Interpreter(sys.executable, sys.implementation.name, sys.version_info[:2], _machine(platform.machine()))
     fix = f"pass --python with a working Python (this gate runs on {sys.executable})"
-    try:
-        proc = subprocess.run(
-            [path, "-c", "import sys, platform; print('gate-probe', sys.implementation.name, *sys.version_info[:2], platform.machine())"],
-            capture_output=True, text=True, timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise WrongPlatform(f"interpreter {path!r} cannot be run ({exc}); {fix}") from exc
-    out = proc.stdout.split()
-    if proc.returncode != 0 or len(out) != 5 or out[0] != "gate-probe" or not (out[2].isdigit() and out[3].isdigit()):
-        raise WrongPlatform(f"{path!r} is not a Python interpreter (it answered {proc.stdout.strip()[:80]!r}, exit {proc.returncode}); {fix}")
+    ran = proc.run([path, "-c", "import sys, platform; print('gate-probe', sys.implementation.name, *sys.version_info[:2], platform.machine())"],
+                   what=f"asking interpreter {path!r} what it is", error=WrongPlatform, timeout=60, check=False, fix=fix)
+    out = ran.stdout.split()
+    if ran.returncode != 0 or len(out) != 5 or out[0] != "gate-probe" or not (out[2].isdigit() and out[3].isdigit()):
+        raise WrongPlatform(f"{path!r} is not a Python interpreter (it answered {ran.stdout.strip()[:80]!r}, exit {ran.returncode}); {fix}")
     return Interpreter(path, out[1], (int(out[2]), int(out[3])), _machine(out[4]))
 
 
