@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from smoke import devicecode, shipped  # noqa: E402
+from smoke import devicecode, pipeline, shipped  # noqa: E402
+from smoke.backends import cuda  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
 from smoke.wheel import read_wheel  # noqa: E402
 from smoke.wheelcopy import rewrite_wheel  # noqa: E402
@@ -59,10 +60,11 @@ def main(wheel_path: str, out: str) -> int:
                          metadata=edit, add={"executorch/backends/cuda/libaoti_cuda_shims.so": chosen.read_bytes()})
     wheel = read_wheel(copy)
     libraries = shipped.read_libraries(wheel)
-    torch_row = dataclasses.replace(ROWS["cuda_x86_64"], name="torch's own arch list", cuda_archs={"cu130": torch_archs})
+    torch_row = dataclasses.replace(ROWS["cuda_x86_64"], name="torch's own arch list",
+                                    backend=dataclasses.replace(ROWS["cuda_x86_64"].backend, archs={"cu130": torch_archs}))
     results = {}
     for row in (torch_row, ROWS["cuda_x86_64"]):
-        result = shipped.timed(shipped.check_device_code, wheel, row, libraries)
+        result = pipeline.run_check(cuda.DEVICE_CODE, wheel, row, libraries)
         print(f"[{row.name}] {result.line()} ({result.seconds} s)")
         results[row.name] = result.to_json()
     Path(out, "device-code-on-torch.json").write_text(json.dumps({"library": chosen.name, "torch": torch.__version__,

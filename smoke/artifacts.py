@@ -59,13 +59,6 @@ _FLAT_TENSOR_NAMED_DATA = 2
 _SEGMENT_OFFSET = 0
 _SEGMENT_SIZE = 1
 
-# backends/xnnpack/serialization: the blob starts with an XH00 header (magic at 4, u16 length,
-# u32 flatbuffer offset, u32 flatbuffer size, u32 constant data offset, u64 constant data size)
-# before an XNNGraph flatbuffer, whose field 8 is constant_data [ConstantDataOffset{offset, size, named_key}].
-_XNN_HEADER = struct.Struct("<4sHIIIQ")
-_XNN_MAGIC = b"XH00"
-_XNN_GRAPH_CONSTANT_DATA = 8
-_XNN_CONSTANT_NAMED_KEY = 2
 
 _PTE_IDENTIFIER = b"ET12"
 _PTD_IDENTIFIER = b"FT01"
@@ -120,7 +113,7 @@ class DataFile:
         return sum(blob.size for blob in self.blobs)
 
 
-def _root(data: bytes, identifier: bytes, path: str) -> Table:
+def root(data: bytes, identifier: bytes, path: str) -> Table:
     if len(data) < 8:
         raise ArtifactError(f"{path!r} is {len(data)} B, too short for a FlatBuffer")
     if data[4:8] != identifier:
@@ -133,12 +126,12 @@ def _root(data: bytes, identifier: bytes, path: str) -> Table:
     return Table(bytearray(data), root)
 
 
-def _string(table: Table, field: int) -> str:
+def string(table: Table, field: int) -> str:
     offset = table.Offset(_slot(field))
     return table.String(offset + table.Pos).decode() if offset else ""
 
 
-def _vector(table: Table, field: int) -> list[Table]:
+def vector(table: Table, field: int) -> list[Table]:
     offset = table.Offset(_slot(field))
     if not offset:
         return []
@@ -160,7 +153,7 @@ def _ubytes(table: Table, field: int) -> bytes:
 
 def _segments(table: Table, field: int) -> list[tuple[int, int]]:
     """A [DataSegment] field (program.fbs and flat_tensor.fbs alike) as (offset, size) pairs."""
-    return [(_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q")) for s in _vector(table, field)]
+    return [(_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q")) for s in vector(table, field)]
 
 
 def _uint(table: Table, field: int, fmt: str) -> int:
@@ -224,43 +217,28 @@ def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes:
     reference = Table(delegate.Bytes, delegate.Indirect(delegate.Pos + offset))
     location, index = _uint(reference, _DATA_REFERENCE_LOCATION, "<B"), _uint(reference, _DATA_REFERENCE_INDEX, "<I")
     if location == 0:
-        return _ubytes(_vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index], _INLINE_DATA)
+        return _ubytes(vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index], _INLINE_DATA)
     offset, size = _segments(program, _PROGRAM_SEGMENTS)[index]
     start = _pte_header(data)[1] + offset
     return data[start : start + size]
 
 
 def _compile_specs(delegate: Table) -> dict[str, bytes]:
-    return {_string(spec, _COMPILE_SPEC_KEY): _ubytes(spec, _COMPILE_SPEC_VALUE) for spec in _vector(delegate, _DELEGATE_COMPILE_SPECS)}
-
-
-def _xnnpack_keys(blob: bytes) -> list[str]:
-    if len(blob) < _XNN_HEADER.size or blob[4:8] != _XNN_MAGIC:
-        raise ArtifactError(f"an XnnpackBackend blob without its {_XNN_MAGIC!r} header")
-    _magic, _length, fb_offset, fb_size, _const_offset, _const_size = _XNN_HEADER.unpack_from(blob, 4)
-    graph = _root(blob[fb_offset : fb_offset + fb_size], b"XN01", "the XNNPACK graph")
-    return [key for c in _vector(graph, _XNN_GRAPH_CONSTANT_DATA) if (key := _string(c, _XNN_CONSTANT_NAMED_KEY))]
+    return {string(spec, _COMPILE_SPEC_KEY): _ubytes(spec, _COMPILE_SPEC_VALUE) for spec in vector(delegate, _DELEGATE_COMPILE_SPECS)}
 
 
 def expected_keys(data: bytes, program: Table) -> tuple[str, ...] | None:
-    """The named data the program's delegates fetch when it loads, from the program itself.
+    """The named data the program's delegates fetch when it loads, from the program itself: each
+    delegate's backend (``smoke.backends``) reads its own keys; a delegate of no known backend: None."""
+    from smoke.backends import for_delegate
 
-    XnnpackBackend: the named keys of its graph's constant data (its own schema). CudaBackend
-    (as executorch 1.2.0 was seen to write it): ``<method_name>_so_blob`` and
-    ``<method_name>_weights_blob``, method_name from the delegate's compile spec. Any other
-    delegate: None (not known to this reader).
-    """
     keys: list[str] = []
-    for plan in _vector(program, _PROGRAM_EXECUTION_PLAN):
-        for delegate in _vector(plan, _PLAN_DELEGATES):
-            backend = _string(delegate, _DELEGATE_ID)
-            if backend == "XnnpackBackend":
-                keys += _xnnpack_keys(_delegate_blob(data, program, delegate))
-            elif backend == "CudaBackend":
-                method = _compile_specs(delegate).get("method_name", b"").decode() or _string(plan, _PLAN_NAME)
-                keys += [f"{method}_so_blob", f"{method}_weights_blob"]
-            else:
+    for plan in vector(program, _PROGRAM_EXECUTION_PLAN):
+        for delegate in vector(plan, _PLAN_DELEGATES):
+            backend = for_delegate(string(delegate, _DELEGATE_ID))
+            if backend is None:
                 return None
+            keys += backend.expected_keys(string(plan, _PLAN_NAME), _compile_specs(delegate), _delegate_blob(data, program, delegate))
     return tuple(dict.fromkeys(keys))
 
 
@@ -277,16 +255,16 @@ def read_program(path: Path | str) -> Program:
     data = Path(path).read_bytes()
 
     def read() -> Program:
-        program = _root(data, _PTE_IDENTIFIER, path)
+        program = root(data, _PTE_IDENTIFIER, path)
         plans = []
-        for plan in _vector(program, _PROGRAM_EXECUTION_PLAN):
+        for plan in vector(program, _PROGRAM_EXECUTION_PLAN):
             ops = tuple(
-                ".".join(filter(None, (_string(op, _OPERATOR_NAME), _string(op, _OPERATOR_OVERLOAD))))
-                for op in _vector(plan, _PLAN_OPERATORS)
+                ".".join(filter(None, (string(op, _OPERATOR_NAME), string(op, _OPERATOR_OVERLOAD))))
+                for op in vector(plan, _PLAN_OPERATORS)
             )
-            delegates = tuple(_string(d, _DELEGATE_ID) for d in _vector(plan, _PLAN_DELEGATES))
-            plans.append(Plan(_string(plan, _PLAN_NAME), delegates, ops))
-        keys = tuple(_string(n, _NAMED_DATA_KEY) for n in _vector(program, _PROGRAM_NAMED_DATA))
+            delegates = tuple(string(d, _DELEGATE_ID) for d in vector(plan, _PLAN_DELEGATES))
+            plans.append(Plan(string(plan, _PLAN_NAME), delegates, ops))
+        keys = tuple(string(n, _NAMED_DATA_KEY) for n in vector(program, _PROGRAM_NAMED_DATA))
         _check_segments(data, program, path)
         return Program(path, len(data), tuple(plans), keys, expected_keys(data, program))
 
@@ -298,7 +276,7 @@ def read_data_file(path: Path | str) -> DataFile:
     data = Path(path).read_bytes()
 
     def read() -> DataFile:
-        root = _root(data, _PTD_IDENTIFIER, path)
+        table = root(data, _PTD_IDENTIFIER, path)
         if len(data) < 8 + _PTD_HEADER.size:
             raise ArtifactError(f"{path!r} is {len(data)} B, too short for its FH01 header")
         magic, length, fb_offset, fb_size, base, seg_size = _PTD_HEADER.unpack_from(data, 8)
@@ -311,10 +289,10 @@ def read_data_file(path: Path | str) -> DataFile:
             raise ArtifactError(
                 f"{path!r}: header says segments end at byte {base + seg_size}, the file is {len(data)} B"
             )
-        segments = _segments(root, _FLAT_TENSOR_SEGMENTS)
+        segments = _segments(table, _FLAT_TENSOR_SEGMENTS)
         blobs = []
-        for named in _vector(root, _FLAT_TENSOR_NAMED_DATA):
-            key = _string(named, _NAMED_DATA_KEY)
+        for named in vector(table, _FLAT_TENSOR_NAMED_DATA):
+            key = string(named, _NAMED_DATA_KEY)
             index = _uint(named, _NAMED_DATA_SEGMENT, "<I")
             if index >= len(segments):
                 raise ArtifactError(f"{path!r}: key {key!r} names segment {index}, there are {len(segments)}")

@@ -30,13 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from smoke import proc, wheel as wheels
+from smoke import pipeline, proc, wheel as wheels
 from smoke.errors import GateError, WrongPlatform
 from smoke.rows import ROWS
 
 REPO = Path(__file__).resolve().parent.parent
-IMPORT = "import torch and executorch"
-UNAVOIDABLE = ("export (weightless)", "export (weighted)", "load and run (weightless)", "load and run (weighted)")
+IMPORT = pipeline.IMPORT_PHASE
+EXPORTS = pipeline.EXPORT.names()
+LOADS = tuple(pipeline.load_phase(model) for model in pipeline.MODELS)
 # Parent phases carry paths in their names; they are grouped by these prefixes.
 _PREFIXES = ("reading the wheel", "checking what the wheel ships", "building the environment", "probing the environment")
 
@@ -89,9 +90,9 @@ def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool,
         phases[phase_key(entry["name"])] = phases.get(phase_key(entry["name"]), 0.0) + float(entry["seconds"] or 0)
     # Exports that ran at the same time (the weightless one in a process of its own) cost the
     # longer of the two, not their sum.
-    together = any(c["name"] == "export (weightless)" and "in its own process" in c["reason"] for c in report["checks"])
-    exports = [phases.get(name, 0.0) for name in UNAVOIDABLE if name.startswith("export")]
-    loads = sum(phases.get(name, 0.0) for name in UNAVOIDABLE if name.startswith("load"))
+    together = any(c["name"] in EXPORTS and c["measured"].get("own_process") for c in report["checks"])
+    exports = [phases.get(name, 0.0) for name in EXPORTS]
+    loads = sum(phases.get(name, 0.0) for name in LOADS)
     unavoidable = (max(exports) if together else sum(exports)) + loads
     return {"wall": wall, "total": report["seconds"], "phases": phases, "unavoidable": unavoidable,
             "verdict": report["verdict"], "versions": report["versions"], "device": report["device"]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from smoke.artifacts import ArtifactError, missing_keys, read_data_file, read_program
+from smoke.pipeline import DATA_FILE, DELEGATE, WEIGHTS
 from smoke.results import CheckResult, failed, passed
 
 
@@ -16,7 +17,7 @@ def check_delegated(label: str, pte: Path, delegate_id: str) -> CheckResult:
     the plan; this reads them from ``execution_plan[].operators`` and the ids from
     ``execution_plan[].delegates[].id``.
     """
-    name = f"delegate ({label})"
+    name = DELEGATE.of(label)
     try:
         program = read_program(pte)
     except (OSError, ArtifactError) as exc:
@@ -42,7 +43,7 @@ def check_delegated(label: str, pte: Path, delegate_id: str) -> CheckResult:
 
 def check_data_file(label: str, folder: Path, data_file: str, *, required: bool) -> CheckResult:
     """The data file is there under the name the runners pass, and reads as a FlatTensor file."""
-    name = f"data file ({label})"
+    name = DATA_FILE.of(label)
     path = folder / data_file
     if not path.is_file():
         present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
@@ -78,7 +79,7 @@ def check_weights_in_data_file(data_file: str, weighted_bytes: int, weightless_b
     weight matrix alone, not all parameters: the CUDA delegate was measured to
     keep a small bias out of the file.
     """
-    name = "weights in the data file"
+    name = WEIGHTS.name
     difference = weighted_bytes - weightless_bytes
     measured = {"weighted_bytes": weighted_bytes, "weightless_bytes": weightless_bytes,
                 "difference_bytes": difference, "weight_matrix_bytes": weight_bytes}

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from smoke import proc
+from smoke.pipeline import (DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, MODELS, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS,
+                            load_phase)
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.probe import one_line
 from smoke.results import CheckResult, Status, failed, passed, skipped
@@ -84,10 +86,12 @@ def models():
 
     torch.manual_seed(SEED)
     weighted = torch.nn.Linear(8, 4).eval()
-    return {
+    built = {
         "weightless": (Add().eval(), (torch.randn(4, 8), torch.randn(4, 8))),
         "weighted": (weighted, (torch.randn(2, 8),)),
     }
+    assert tuple(built) == MODELS  # the labels every check and report uses (smoke.pipeline)
+    return built
 
 
 def weight_matrix_bytes(model) -> int:
@@ -96,38 +100,6 @@ def weight_matrix_bytes(model) -> int:
 
 
 # --- export, one function per delegate ------------------------------------------
-
-def export_cuda(model, example, folder: Path) -> None:
-    import torch
-    from executorch.backends.cuda.cuda_backend import CudaBackend
-    from executorch.backends.cuda.cuda_partitioner import CudaPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    # The method-name compile spec works on every release; 1.2 and 1.3 reject an
-    # empty list ("Could not find method name in compile specs").
-    partitioner = CudaPartitioner([CudaBackend.generate_method_name_compile_spec("forward")])
-    program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[partitioner]).to_executorch()
-    (folder / "model.pte").write_bytes(program.buffer)
-    program.write_tensor_data_to_file(str(folder))
-
-
-def export_xnnpack(model, example, folder: Path) -> None:
-    import torch
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
-
-    # Tag every constant for the external data file named after the tag
-    # ("model" -> model.ptd), then export again so the tags reach the delegate.
-    module = torch.export.export(model, example).module()
-    delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda node: XNNPACK_DATA_TAG)
-    program = to_edge_transform_and_lower(torch.export.export(module, example), partitioner=[XnnpackPartitioner()]).to_executorch()
-    (folder / "model.pte").write_bytes(program.buffer)
-    program.write_tensor_data_to_file(str(folder))
-
-
-XNNPACK_DATA_TAG = "model"
-EXPORTERS: dict[str, Callable] = {"cuda": export_cuda, "xnnpack": export_xnnpack}
 
 
 # --- loading and running --------------------------------------------------------
@@ -152,7 +124,7 @@ def run_program(pte: Path, ptd: Path | None, example) -> list:
 def compare(label: str, outputs: list, expected, loaded_with: str = "its data file") -> CheckResult:
     import torch
 
-    name = f"run with data file ({label})"
+    name = RUN.of(label)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     if len(outputs) != len(expected):
         return failed(name, f"returned {len(outputs)} outputs, eager returns {len(expected)}")
@@ -170,15 +142,15 @@ def compare(label: str, outputs: list, expected, loaded_with: str = "its data fi
 
 def check_run(row: Row, label: str, pte: Path, ptd: Path, model, example, backends: list[str]) -> CheckResult:
     """Load ``pte`` with ``ptd`` (where it exists), run it and compare with eager."""
-    name = f"run with data file ({label})"
+    name = RUN.of(label)
     data = ptd if ptd.exists() else None
-    if row.delegate_id not in backends:
+    if row.backend.delegate_id not in backends:
         try:
             run_program(pte, data, example)
             err = "yet it ran"
         except Exception as exc:
             err = f"loading raised {one_line(exc)}"
-        return failed(name, f"Backend {row.delegate_id} is not registered in this wheel's runtime "
+        return failed(name, f"Backend {row.backend.delegate_id} is not registered in this wheel's runtime "
                             f"(registered: {', '.join(backends)}); {err}", registered_backends=backends)
     try:
         outputs = run_program(pte, data, example)
@@ -189,27 +161,6 @@ def check_run(row: Row, label: str, pte: Path, ptd: Path, model, example, backen
 
 
 # --- the device -----------------------------------------------------------------
-
-def device_facts() -> dict[str, Any]:
-    import torch
-
-    facts: dict[str, Any] = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda}
-    if facts["cuda_available"]:
-        major, minor = torch.cuda.get_device_capability(0)
-        facts.update(device_name=torch.cuda.get_device_name(0), sm=f"sm_{major}{minor}", arch_list=torch.cuda.get_arch_list())
-    return facts
-
-
-def check_device(row: Row, facts: dict[str, Any]) -> CheckResult:
-    name = "CUDA device"
-    if facts["cuda_available"]:
-        if facts["sm"] not in facts["arch_list"]:
-            return failed(name, f"{facts['device_name']} is {facts['sm']}, torch's arch list {facts['arch_list']} lacks it", **facts)
-        return passed(name, f"{facts['device_name']} ({facts['sm']}), in torch's arch list", **facts)
-    why = f"no CUDA device visible (torch.cuda.is_available() is False; torch CUDA {facts['torch_cuda'] or 'none: a CPU build'})"
-    if row.execution_required:
-        return failed(name, f"{why}; the {row.name} row must execute", **facts)
-    return skipped(name, f"{why}; export and execution need one", **facts)
 
 
 # --- the negative control -------------------------------------------------------
@@ -227,7 +178,7 @@ def negative_control(row: Row, pte: Path, workdir: Path, started: subprocess.Pop
     It must not give eager's answer: a crash or an error is the expected outcome;
     a match means the weights are not coming from the data file.
     """
-    name = "negative control (weighted, no data file)"
+    name = NEGATIVE.name
     control = started or start_negative_process(workdir)
     try:
         _out, stderr = control.communicate(f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
@@ -236,17 +187,17 @@ def negative_control(row: Row, pte: Path, workdir: Path, started: subprocess.Pop
         return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
     if control.returncode < 0:
         sig = signal.Signals(-control.returncode).name
-        return passed(name, f"the load without {row.data_file} crashed the process with {sig}, as expected", outcome=sig)
+        return passed(name, f"the load without {row.backend.data_file} crashed the process with {sig}, as expected", outcome=sig)
     try:
         verdict = json.loads((workdir / "negative.json").read_text())
     except (OSError, ValueError):
         return failed(name, f"the control process exited {control.returncode} without its verdict: {proc.tail(stderr, 1)}")
     if verdict["outcome"] == "error":
-        return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
+        return passed(name, f"loading or running without {row.backend.data_file} failed, as expected: {verdict['error']}", outcome="error")
     if verdict["matched"]:
-        return failed(name, f"ran without {row.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
+        return failed(name, f"ran without {row.backend.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
                             f"the weights are not coming from the data file", outcome="matched", max_abs_diff=verdict["max_abs_diff"])
-    return passed(name, f"ran without {row.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
+    return passed(name, f"ran without {row.backend.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
                   outcome="mismatch", max_abs_diff=verdict["max_abs_diff"])
 
 
@@ -287,18 +238,20 @@ def export_here(rec: Recorder, row: Row, name: str, model, example, folder: Path
     start = time.monotonic()
     try:
         with rec.phase(name):
-            EXPORTERS[row.backend](model, example, folder)
+            row.backend.export(model, example, folder)
     except Exception as exc:
         rec.write(kind="log", text=traceback.format_exc())
-        rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
+        rec.check(failed(name, f"export through the {row.backend.delegate_id} partitioner raised {one_line(exc)}"))
         return False
     rec.check(_wrote(name, folder, time.monotonic() - start))
     return True
 
 
-def _wrote(name: str, folder: Path, seconds: float, where: str = "") -> CheckResult:
+def _wrote(name: str, folder: Path, seconds: float, own_process: bool = False) -> CheckResult:
     seconds = round(seconds, 1)
-    return passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {seconds} s{where}", seconds=seconds)
+    where = " (in its own process, beside the other export)" if own_process else ""
+    return passed(name, f"wrote {', '.join(sorted(p.name for p in folder.iterdir()))} in {seconds} s{where}",
+                  seconds=seconds, own_process=own_process)
 
 
 # The weightless model is exported by a helper process at the same time as the weighted one
@@ -317,7 +270,7 @@ def start_export_process(row: Row, workdir: Path) -> subprocess.Popen:
 
 
 def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Path, workdir: Path) -> bool:
-    name = f"export ({PARALLEL_LABEL})"
+    name = EXPORT.of(PARALLEL_LABEL)
     helper.wait()
     try:
         verdict = json.loads((workdir / "export.json").read_text())
@@ -328,9 +281,9 @@ def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Pa
     rec.write(kind="phase", name=name, event="end", seconds=verdict["seconds"])
     if not verdict["ok"]:
         rec.write(kind="log", text=verdict["traceback"])
-        rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
+        rec.check(failed(name, f"export through the {row.backend.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
         return False
-    rec.check(_wrote(name, folder, verdict["seconds"], " (in its own process, beside the other export)"))
+    rec.check(_wrote(name, folder, verdict["seconds"], own_process=True))
     return True
 
 
@@ -341,7 +294,7 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
     model, example = models()[label]
     start = time.monotonic()
     try:
-        EXPORTERS[ROWS[row_name].backend](model, example, folder)
+        ROWS[row_name].backend.export(model, example, folder)
         verdict = {"ok": True, "seconds": round(time.monotonic() - start, 3)}
     except Exception as exc:  # reported as data
         verdict = {"ok": False, "seconds": round(time.monotonic() - start, 3), "error": one_line(exc),
@@ -352,14 +305,14 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
 
 def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
           helper: subprocess.Popen | None = None) -> None:
-    with rec.phase("import torch and executorch"):
+    with rec.phase(IMPORT_PHASE):
         import torch
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
         from importlib.metadata import version
 
     facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
              "python": platform.python_version(), "machine": platform.machine()}
-    device = device_facts() if row.needs_cuda else {"cuda_available": False}
+    device = row.backend.device_facts()
     rec.write(kind="facts", **facts, device=device)
     # What the parent's environment checks judge (torch agrees, delegate registers, ...),
     # read here, where torch and the runtime are imported already, instead of in a process of its own.
@@ -368,8 +321,9 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     rec.write(kind="probe", **probe())
 
     blocked: str | None = None  # why the device-bound checks cannot run
-    if row.needs_cuda:
-        result = rec.check(check_device(row, device))
+    found = row.backend.check_device(row, device)
+    if found is not None:
+        result = rec.check(found)
         if result.status is not Status.PASS:
             blocked = "no usable CUDA device (see the CUDA device check)"
 
@@ -380,7 +334,7 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
         proc.end(helper)
         helper = None
     for label, (model, example) in built.items():
-        name = f"export ({label})"
+        name = EXPORT.of(label)
         if blocked:
             rec.check(skipped(name, f"not run: {blocked}"))
             exported[label] = False
@@ -395,32 +349,32 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     data: dict[str, CheckResult] = {}
     for label in built:
         if not exported[label]:
-            rec.check(skipped(f"delegate ({label})", f"not run: export ({label}) did not happen"))
-            data[label] = rec.check(skipped(f"data file ({label})", f"not run: export ({label}) did not happen"))
+            rec.check(skipped(DELEGATE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
+            data[label] = rec.check(skipped(DATA_FILE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
             continue
-        rec.check(check_delegated(label, folders[label] / "model.pte", row.delegate_id))
-        required = label == "weighted" or row.weightless_writes_data
-        data[label] = rec.check(check_data_file(label, folders[label], row.data_file, required=required))
+        rec.check(check_delegated(label, folders[label] / "model.pte", row.backend.delegate_id))
+        required = label == "weighted" or row.backend.weightless_writes_data
+        data[label] = rec.check(check_data_file(label, folders[label], row.backend.data_file, required=required))
 
     if all(r.status is Status.PASS for r in data.values()):
         rec.check(check_weights_in_data_file(
-            row.data_file, data["weighted"].measured["data_file_bytes"], data["weightless"].measured["data_file_bytes"],
+            row.backend.data_file, data["weighted"].measured["data_file_bytes"], data["weightless"].measured["data_file_bytes"],
             weight_matrix_bytes(built["weighted"][0])))
     else:
-        rec.check(skipped("weights in the data file", "not run: a data file is missing or unreadable"))
+        rec.check(skipped(WEIGHTS.name, "not run: a data file is missing or unreadable"))
 
     backends = registered_backends()
     for label, (model, example) in built.items():
-        name = f"run with data file ({label})"
+        name = RUN.of(label)
         if data[label].status is not Status.PASS:
             rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
             continue
-        with rec.phase(f"load and run ({label})"):
-            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, model, example, backends))
+        with rec.phase(load_phase(label)):
+            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.backend.data_file, model, example, backends))
 
-    name = "negative control (weighted, no data file)"
-    if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends:
-        with rec.phase("negative control"):
+    name = NEGATIVE.name
+    if exported.get("weighted") and (folders["weighted"] / row.backend.data_file).exists() and row.backend.delegate_id in backends:
+        with rec.phase(NEGATIVE_PHASE):
             rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
     else:
         rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import download, environment, installed, owned, pairing, proc, report, shipped, wheel as wheels
+from smoke import download, environment, installed, owned, pairing, pipeline, proc, report, shipped, wheel as wheels
 from smoke.report import Run
 from smoke.errors import EXIT_FAILED, Interrupted
 from smoke.results import CheckResult, all_passed, failed, skipped, summary_line
 from smoke.rows import Row
 
 REPO = Path(__file__).resolve().parent.parent
-CHILD_CHECK = "child process"
 
 
 @dataclass
@@ -175,14 +174,14 @@ def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult
     where = f" during {outcome.last_phase!r}" if outcome.last_phase else ""
     tail = proc.file_tail(log)
     if outcome.timed_out:
-        return failed(CHILD_CHECK, f"killed after the {timeout:g} s time limit{where} (--timeout to change it)")
+        return failed(pipeline.CHILD_PROCESS.name, f"killed after the {timeout:g} s time limit{where} (--timeout to change it)")
     if outcome.bad_lines:
-        return failed(CHILD_CHECK, f"wrote {len(outcome.bad_lines)} lines that are not check records, first: {outcome.bad_lines[0]!r}")
+        return failed(pipeline.CHILD_PROCESS.name, f"wrote {len(outcome.bad_lines)} lines that are not check records, first: {outcome.bad_lines[0]!r}")
     if outcome.returncode and outcome.returncode < 0:
         sig = signal.Signals(-outcome.returncode).name
-        return failed(CHILD_CHECK, f"ended by {sig}{where}; last output: {tail}")
+        return failed(pipeline.CHILD_PROCESS.name, f"ended by {sig}{where}; last output: {tail}")
     if not outcome.finished:
-        return failed(CHILD_CHECK, f"exited {outcome.returncode}{where} before finishing; last output: {tail}")
+        return failed(pipeline.CHILD_PROCESS.name, f"exited {outcome.returncode}{where} before finishing; last output: {tail}")
     return None
 
 
@@ -273,8 +272,8 @@ def _gate(row: Row, options: Options, held: list) -> int:
                         lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:
-        for name, _check in installed.checks_for(row):
-            emit(run, skipped(name, "not run: the child ended before it reported torch and the runtime (see child process)"))
+        for check in pipeline.for_row(row, pipeline.ENVIRONMENT):
+            emit(run, skipped(check.name, "not run: the child ended before it reported torch and the runtime (see child process)"))
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
         emit(run, verdict)
@@ -285,8 +284,8 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
     """The checks on the wheel file itself (``smoke.shipped``); False when fail-fast stops the run."""
     with phase(run, "checking what the wheel ships"):
         run.libraries = shipped.read_libraries(wheel)
-        for result in shipped.run(wheel, row, run.libraries):
-            emit(run, result)
+        for check in pipeline.for_row(row, pipeline.FILE):
+            result = emit(run, pipeline.run_check(check, wheel, row, run.libraries))
             if not result and options.fail_fast:
                 return False
     return True
@@ -294,8 +293,8 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
 
 def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: Options) -> bool:
     """The checks on the installed environment (``smoke.installed``); False when fail-fast stops the run."""
-    for _name, check in installed.checks_for(row):
-        result = emit(run, shipped.timed(check, wheel, row, facts, run.libraries))
+    for check in pipeline.for_row(row, pipeline.ENVIRONMENT):
+        result = emit(run, pipeline.run_check(check, wheel, row, facts, run.libraries))
         if not result and options.fail_fast:
             return False
     return True

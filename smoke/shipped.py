@@ -5,7 +5,9 @@ before its environment is built (fail-fast then rejects a broken wheel before an
 install), and alone in ``nox -s inspect``. Each is a function of the wheel (and
 the row) returning one ``CheckResult``.
 
-Which checks a row runs is ``checks_for(row)``; the CUDA ones apply to CUDA rows.
+The common ones are declared at the end (``CHECKS``); a backend's own, such as the CUDA
+build and device code, are in its module (``smoke.backends``); ``smoke.pipeline.for_row``
+orders them.
 """
 
 from __future__ import annotations
@@ -13,41 +15,23 @@ from __future__ import annotations
 import base64
 import csv
 import io
-import re
-import tempfile
-import time
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from packaging.markers import default_environment
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
-from smoke import devicecode, elf
-from smoke.results import CheckResult, failed, passed, skipped
-from smoke.rows import Row
+from smoke import elf
+from smoke.pipeline import FILE, Check
+from smoke.results import CheckResult, failed, passed
 from smoke.wheel import Wheel, hash_member, read_member
 
-_LABEL = re.compile(r"^cu(\d+)$")
-_NAME_MAJOR = re.compile(r"-cu(\d+)$")
+if TYPE_CHECKING:
+    from smoke.rows import Row
 
 
-def cuda_train(wheel: Wheel) -> str | None:
-    """'cu130' for a +cu130 wheel, None for a wheel with no CUDA local label."""
-    local = wheel.version.local or ""
-    return local if _LABEL.match(local) else None
-
-
-def cuda_major(train: str) -> int:
-    """cu130 -> 13, cu126 -> 12, cu118 -> 11."""
-    digits = _LABEL.match(train).group(1)
-    return int(digits[:-1]) if len(digits) > 1 else int(digits)
-
-
-def _shared_objects(wheel: Wheel) -> list[str]:
+def shared_objects(wheel: Wheel) -> list[str]:
     return sorted(name for name in wheel.files if ".so" in PurePosixPath(name).name and not name.endswith("/"))
 
 
@@ -62,7 +46,7 @@ class Libraries:
 def read_libraries(wheel: Wheel) -> Libraries:
     items, unreadable = [], []
     with zipfile.ZipFile(wheel.path) as archive:
-        for name in _shared_objects(wheel):
+        for name in shared_objects(wheel):
             data = read_member(archive, name, wheel.filename)
             if not elf.is_elf(data):
                 continue
@@ -74,37 +58,6 @@ def read_libraries(wheel: Wheel) -> Libraries:
 
 
 # --- the checks -------------------------------------------------------------------
-
-
-def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
-    """A CUDA row needs a CUDA build: a +cuXXX local label."""
-    local = wheel.version.local or ""
-    if cuda_train(wheel) is None:
-        detail = f" (it is +{local})" if local else ""
-        return failed("CUDA build", f"{wheel.filename!r} is a CPU build: version {wheel.version} has no +cuXXX local label{detail}",
-                      local_version=local)
-    return passed("CUDA build", f"+{local}, CUDA {cuda_major(local)}", local_version=local)
-
-
-def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
-    """The delegate's shared libraries, where this release's build puts them, are in the wheel."""
-    name = "CUDA libraries"
-    layout = row.cuda_layout(wheel.release)
-    if layout is None:
-        first = min((since for since, _paths in row.cuda_layouts), key=lambda v: tuple(map(int, v.split("."))))
-        return failed(name, f"executorch {wheel.release} predates the CUDA delegate's runtime libraries "
-                            f"(first shipped in {first}), so no release of it can run CUDA programs", release=wheel.release)
-    since, expected = layout
-    files = set(wheel.files)
-    found = [path for path in expected if path in files]
-    missing = [path for path in expected if path not in files]
-    measured = {"layout_since": since, "expected": list(expected), "found": found}
-    if missing:
-        shipped_cuda = sorted(f for f in _shared_objects(wheel) if "cuda" in PurePosixPath(f).name)
-        return failed(name, f"the CUDA delegate's libraries of the {since} layout are not in the wheel: "
-                            f"{', '.join(missing)} missing (CUDA libraries it has: {', '.join(shipped_cuda) or 'none'})",
-                      missing=missing, **measured)
-    return passed(name, f"the {since} layout's {len(found)} ship: {', '.join(found)}", **measured)
 
 
 # The runtime's components that hold process-wide state, each named by the functions that define
@@ -170,7 +123,7 @@ def core_problems(libraries: Libraries, defines: dict[str, list[str]]) -> list[s
 def check_runtime_core(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """Among the shipped libraries that load together, each component of the runtime that holds
     process-wide state (logging, platform layer, backend and kernel registries, AOTI shims) has one definer."""
-    name = "one runtime core"
+    name = RUNTIME_CORE.name
     defines = {lib.path: components_defined(lib) for lib in libraries.items}  # read each symbol table once
     owners = {component: sorted(path for path, components in defines.items() if component in components)
               for component in RUNTIME_COMPONENTS}
@@ -198,84 +151,10 @@ def marker_environment(row: Row, wheel: Wheel) -> dict[str, str]:
     return env
 
 
-def _requirement_major(requirement: Requirement) -> int | None:
-    """The CUDA major a requirement pins: from a -cuNN name, else from its lowest pinned version."""
-    match = _NAME_MAJOR.search(canonicalize_name(requirement.name))
-    if match:  # nvidia-cuda-runtime-cu12: the suffix is the major itself
-        return int(match.group(1))
-    for spec in requirement.specifier:
-        if spec.operator in ("==", "===", "~=", ">="):
-            try:
-                return Version(spec.version.removesuffix(".*")).major
-            except InvalidVersion:
-                continue
-    return None
-
-
-def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
-    env = marker_environment(row, wheel)
-    return [
-        req for req in wheel.requires_dist
-        if canonicalize_name(req.name).startswith(("nvidia-", "cuda-"))
-        and (req.marker is None or req.marker.evaluate(env))
-    ]
-
-
-def check_cuda_runtime_declared(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
-    """Requires-Dist names the CUDA runtime wheels (markers evaluated for the row), of the label's CUDA major."""
-    name = "CUDA runtime declared"
-    declared = cuda_requirements(wheel, row)
-    listed = [str(r) for r in declared]
-    if not declared:
-        return failed(name, f"the wheel's Requires-Dist names no nvidia-* CUDA runtime package for Linux {row.machine}, "
-                            "so nothing installs the CUDA libraries its delegate links", declared=listed)
-    train = cuda_train(wheel)
-    if train is None:
-        return failed(name, f"declares {', '.join(listed)}, but the wheel has no +cuXXX label to say which CUDA it is for",
-                      declared=listed)
-    want = cuda_major(train)
-    wrong = [f"{r} (CUDA {m})" if m is not None else f"{r} (names no CUDA major)"
-             for r in declared if (m := _requirement_major(r)) != want]
-    if wrong:
-        return failed(name, f"+{train} is CUDA {want}, but Requires-Dist has {', '.join(wrong)}", declared=listed, cuda_major=want)
-    return passed(name, f"{len(declared)} CUDA {want} requirements: {', '.join(listed)}", declared=listed, cuda_major=want)
-
-
-def _top_levels(wheel: Wheel) -> set[str]:
-    return {PurePosixPath(f).parts[0] for f in wheel.files}
-
-
-def _provider(wheel: Wheel, row: Row, target: str) -> str | None:
-    """Who provides site-packages/target: the wheel itself, or a package it declares for the row."""
-    top = target.split("/", 1)[0]
-    if target == "" or top in _top_levels(wheel):
-        return "the wheel"
-    env = marker_environment(row, wheel)
-    for req in wheel.requires_dist:
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        project = canonicalize_name(req.name)
-        if project == canonicalize_name(top) or (top == "nvidia" and project.startswith("nvidia-")):
-            return f"{req.name} (declared)"
-    return None
-
-
-def _reaches(wheel: Wheel, row: Row, target: str, soname: str) -> bool:
-    """Can the loader find ``soname`` in site-packages/target, as far as the wheel file tells?
-
-    Bundled: the wheel has the file there. Declared: the folder is under nvidia/, which a
-    declared nvidia-* package provides (which file is there is known only once installed).
-    """
-    if any(f.startswith(f"{target}/{soname}") for f in wheel.files):
-        return True
-    provider = _provider(wheel, row, target)
-    return target.startswith("nvidia/") and provider is not None and provider != "the wheel"
-
-
 def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """No shipped library searches an absolute, build-tree or out-of-environment folder; on a CUDA row,
     every library that links CUDA reaches it through an $ORIGIN entry into a declared package."""
-    name = "library RUNPATH"
+    name = LIBRARY_RUNPATH.name
     problems = list(libraries.unreadable)
     for lib in libraries.items:
         bad = [(entry, why) for entry in lib.search_path if (why := elf.entry_problem(lib.path, entry))]
@@ -285,73 +164,14 @@ def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> Check
             shown = ", ".join(f"{entry!r} ({why})" for entry, why in bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
             problems.append(f"{lib.path} {lib.tag} has {len(bad)} entries outside the install: {shown}")
     linking = [lib for lib in libraries.items if lib.cuda_needed]
-    if row.needs_cuda:
-        if not linking:
-            problems.append("no shipped library links a CUDA library, so there is nothing the CUDA row could load")
-        for lib in linking:
-            targets = lib.origin_targets()
-            for soname in lib.cuda_needed:
-                if not any(_reaches(wheel, row, target, soname) for target in targets):
-                    problems.append(f"{lib.path} links {soname} but no {lib.tag or 'RUNPATH'} entry leads to it in the wheel "
-                                    f"or into a CUDA package it declares (entries: {', '.join(lib.search_path) or 'none'})")
+    backend_problems, backend_note = row.backend.runpath_problems(wheel, row, libraries)
+    problems += backend_problems
     measured = {"libraries": len(libraries.items), "linking_cuda": [lib.path for lib in linking],
                 "entries": {lib.path: list(lib.search_path) for lib in libraries.items if lib.search_path}}
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)
-    cuda = f"; {len(linking)} link CUDA, each through an $ORIGIN entry into a declared package" if row.needs_cuda else ""
-    return passed(name, f"{len(libraries.items)} libraries, every entry $ORIGIN-relative inside the environment{cuda}", **measured)
-
-
-def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
-    """Each library with GPU code has machine code for exactly the row's architectures, and PTX for the newest."""
-    name = "device code"
-    train = cuda_train(wheel)
-    if train is None:
-        # Not a defect of the device code: which list applies is unknown. CUDA build fails the row.
-        return skipped(name, "not run: the wheel has no +cuXXX label, so no architecture list applies (see CUDA build)")
-    claimed = row.archs_for(train)
-    if claimed is None:
-        return failed(name, f"the {row.name} row has no architecture list for {train}: add one to smoke/rows.py "
-                            "(upstream's .ci/scripts/wheel/cuda_arch_list.sh has the lists)")
-    cuobjdump = cuobjdump or devicecode.find_cuobjdump()
-    if cuobjdump is None:
-        return failed(name, "cuobjdump not found, so the device code cannot be read: pip install nvidia-cuda-cuobjdump, "
-                            "put the CUDA toolkit's bin on PATH, or set CUOBJDUMP", claimed=list(claimed))
-    newest = max(claimed, key=devicecode.sm_number)
-    found: dict[str, dict[str, list[str]]] = {}
-    problems = []
-    with tempfile.TemporaryDirectory(prefix="gate-devicecode-") as tmp, zipfile.ZipFile(wheel.path) as archive:
-        for index, lib in enumerate(libraries.items):
-            # Never the member's own path: a flat name in our own folder.
-            target = Path(tmp) / f"{index}.so"
-            target.write_bytes(read_member(archive, lib.path, wheel.filename))
-            try:
-                code = devicecode.device_code(cuobjdump, target)
-            except devicecode.CuobjdumpError as exc:
-                problems.append(f"{lib.path}: {exc}")
-                continue
-            target.unlink()
-            if not code.any:
-                continue
-            found[lib.path] = {"sm": sorted(code.cubins, key=devicecode.sm_number), "ptx": sorted(code.ptx, key=devicecode.sm_number)}
-            # An arch-specific variant (sm_90a) of a claimed architecture is not an extra one.
-            bases = {devicecode.base(arch) for arch in code.cubins}
-            missing = [a for a in claimed if a not in bases]
-            extra = sorted((a for a in code.cubins if devicecode.base(a) not in claimed), key=devicecode.sm_number)
-            if missing:
-                problems.append(f"{lib.path} has no machine code for {', '.join(missing)}")
-            if extra:
-                problems.append(f"{lib.path} has machine code for {', '.join(extra)}, which the row does not claim")
-            if newest not in code.ptx:
-                problems.append(f"{lib.path} has no PTX for {newest}, so a GPU newer than {newest} gets no code")
-    measured = {"claimed": list(claimed), "libraries": found, "cuobjdump": cuobjdump}
-    if not found and not problems:
-        problems.append(f"no shipped library carries GPU code, while the row claims {', '.join(claimed)}")
-    if problems:
-        return failed(name, f"{'; '.join(problems[:3])} (the row claims {' '.join(claimed)} for {train})", problems=problems, **measured)
-    listed = ", ".join(f"{PurePosixPath(p).name} ({' '.join(v['sm'])} + PTX {' '.join(v['ptx'])})" for p, v in found.items())
-    return passed(name, f"{len(found)} libraries carry code for exactly {' '.join(claimed)}: {listed}", **measured)
+    return passed(name, f"{len(libraries.items)} libraries, every entry $ORIGIN-relative inside the environment{backend_note}", **measured)
 
 
 def _record_digest(digest: bytes) -> str:
@@ -361,7 +181,7 @@ def _record_digest(digest: bytes) -> str:
 
 def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """Every file's sha256 and size match the wheel's RECORD, and RECORD lists exactly the files."""
-    name = "wheel RECORD"
+    name = RECORD.name
     with zipfile.ZipFile(wheel.path) as archive:
         names = [n for n in archive.namelist() if not n.endswith("/")]
         record_name = next((n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1), None)
@@ -396,24 +216,7 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     return passed(name, f"{len(names) - 1} files match their sha256 in RECORD", files=len(names))
 
 
-Check = Callable[[Wheel, Row, Libraries], CheckResult]
-CUDA_CHECKS: tuple[Check, ...] = (check_cuda_build, check_cuda_libraries, check_cuda_runtime_declared)
-
-
-def checks_for(row: Row) -> tuple[Check, ...]:
-    if row.needs_cuda:
-        return (*CUDA_CHECKS, check_library_runpath, check_runtime_core, check_device_code, check_record)
-    return (check_library_runpath, check_runtime_core, check_record)
-
-
-def run(wheel: Wheel, row: Row, libraries: Libraries | None = None) -> Iterator[CheckResult]:
-    """The row's checks on the wheel file, in order; the caller decides whether to stop at a FAIL."""
-    libraries = libraries if libraries is not None else read_libraries(wheel)
-    for check in checks_for(row):
-        yield timed(check, wheel, row, libraries)
-
-
-def timed(check: Callable[..., CheckResult], *args) -> CheckResult:
-    start = time.monotonic()
-    result = check(*args)
-    return result.with_seconds(time.monotonic() - start)
+LIBRARY_RUNPATH = Check("library RUNPATH", FILE, 20, check_library_runpath)
+RUNTIME_CORE = Check("one runtime core", FILE, 30, check_runtime_core)
+RECORD = Check("wheel RECORD", FILE, 90, check_record)
+CHECKS = (LIBRARY_RUNPATH, RUNTIME_CORE, RECORD)  # every row's; a backend adds its own (smoke.backends)

@@ -3,7 +3,7 @@
 Merges the JSON reports of every row into one Markdown table (check x row, with the
 measured sizes) and decides the release: it fails if a row failed, if a row the
 release needs (``smoke.rows.RELEASE_ROWS``) has no report, or if a row that must
-execute skipped a check in ``smoke.rows.MUST_EXECUTE``.
+execute skipped a check in ``smoke.pipeline.MUST_EXECUTE``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from typing import Any
 
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.report import SCHEMA, append_to_step_summary
-from smoke.rows import MUST_EXECUTE, RELEASE_ROWS, ROWS
+from smoke import pipeline
+from smoke.pipeline import MUST_EXECUTE
+from smoke.rows import RELEASE_ROWS, ROWS
 
-# The measured number shown beside a status, per check name prefix.
-_SHOWN = {"data file": ("data_file_bytes", "{} B"), "delegate": ("pte_bytes", "{} B"),
-          "weights in the data file": ("difference_bytes", "+{} B over weightless"),
-          "run with data file": ("max_abs_diff", "max abs diff {}")}
+# The measured number shown beside a status, per declared check.
+_SHOWN = {pipeline.DATA_FILE: ("data_file_bytes", "{} B"), pipeline.DELEGATE: ("pte_bytes", "{} B"),
+          pipeline.WEIGHTS: ("difference_bytes", "+{} B over weightless"),
+          pipeline.RUN: ("max_abs_diff", "max abs diff {}")}
 
 
 class ReportError(GateError):
@@ -57,11 +59,10 @@ def _cell(check: dict[str, Any] | None) -> str:
     if check is None:
         return "—"
     cell = check["status"].upper()
-    for prefix, (key, template) in _SHOWN.items():
-        value = (check.get("measured") or {}).get(key)
-        if check["name"].startswith(prefix) and value is not None:
-            cell += " " + template.format(f"{value:.2g}" if isinstance(value, float) else value)
-            break
+    key, template = _SHOWN.get(pipeline.declared(check["name"]), (None, ""))
+    value = (check.get("measured") or {}).get(key) if key else None
+    if value is not None:
+        cell += " " + template.format(f"{value:.2g}" if isinstance(value, float) else value)
     return cell
 
 

@@ -153,7 +153,7 @@ def check_machine(wheel: Wheel, row: Row) -> None:
     """Refuse a wheel for another architecture, naming the session that takes it."""
     if row.machine in wheel.machines or "any" in wheel.machines:
         return
-    others = [r.name for r in ROWS.values() if r.machine in wheel.machines and r.needs_cuda == row.needs_cuda]
+    others = [r.name for r in ROWS.values() if r.machine in wheel.machines and r.backend.name == row.backend.name]
     hint = f" (use nox -s {others[0]})" if others else ""
     raise WrongPlatform(
         f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; "
@@ -201,7 +201,7 @@ def check_host(interpreter: Interpreter, row: Row) -> None:
     """Refuse, before anything is built, an interpreter of another machine than the row's."""
     if not interpreter.machine or interpreter.machine == row.machine:
         return
-    fitting = [r.name for r in ROWS.values() if r.machine == interpreter.machine and r.needs_cuda == row.needs_cuda]
+    fitting = [r.name for r in ROWS.values() if r.machine == interpreter.machine and r.backend.name == row.backend.name]
     session = f"nox -s {fitting[0]}" if fitting else "another row"
     raise WrongPlatform(
         f"the {row.name} row needs an {row.machine} interpreter; {interpreter.describe()} runs on {interpreter.machine}: "

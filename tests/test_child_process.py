@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from smoke.child import check_device
+from smoke.backends.cuda import check_device
 from smoke.gate import judge_child, run_child
 from smoke.results import Status
 from smoke.rows import ROWS

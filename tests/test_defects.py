@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from smoke import gate, shipped
+from smoke import shipped
+from smoke.pipeline import CHILD_PROCESS
+from smoke.backends import cuda
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.results import Status
 from smoke.rows import ROWS
@@ -46,17 +48,17 @@ def aoti_shims_linked_twice(ctx):
 
 
 def cpu_build_on_a_cuda_row(ctx):
-    return _file_check(shipped.check_cuda_build, read_wheel(ctx.wheel_x86_64))
+    return _file_check(cuda.check_cuda_build, read_wheel(ctx.wheel_x86_64))
 
 
 def cuda_library_removed(ctx):
     parts = cuda_parts(ctx.slim)
     del parts["executorch/lib/libexecutorch_backend_cuda.so"]
-    return _file_check(shipped.check_cuda_libraries, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+    return _file_check(cuda.check_cuda_libraries, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
 
 
 def cuda_runtime_requirement_removed(ctx):
-    return _file_check(shipped.check_cuda_runtime_declared, make_cuda_wheel(ctx.slim, ctx.tmp, requirement=None))
+    return _file_check(cuda.check_cuda_runtime_declared, make_cuda_wheel(ctx.slim, ctx.tmp, requirement=None))
 
 
 def record_hash_stale(ctx):
@@ -73,7 +75,7 @@ def toolkit_runpath(ctx):
 
 def device_code_for_one_gpu(ctx):
     parts = cuda_parts(ctx.slim, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes())
-    return _file_check(shipped.check_device_code, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+    return _file_check(cuda.check_device_code, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
 
 
 # --- the data file, on the H200's real CUDA artifacts --------------------------------------
@@ -84,47 +86,47 @@ def _h200_copy(ctx, label="weighted"):
 
 def data_file_missing(ctx):
     folder = _h200_copy(ctx)
-    (folder / CUDA.data_file).unlink()
-    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+    (folder / CUDA.backend.data_file).unlink()
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
 
 
 def data_file_renamed(ctx):
     folder = _h200_copy(ctx)
-    (folder / CUDA.data_file).rename(folder / "model.ptd")
-    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+    (folder / CUDA.backend.data_file).rename(folder / "model.ptd")
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
 
 
 def data_file_empty(ctx):
     folder = _h200_copy(ctx)
-    (folder / CUDA.data_file).write_bytes(b"")
-    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+    (folder / CUDA.backend.data_file).write_bytes(b"")
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
 
 
 def data_file_truncated(ctx):
     folder = _h200_copy(ctx)
-    path = folder / CUDA.data_file
+    path = folder / CUDA.backend.data_file
     path.write_bytes(path.read_bytes()[:300])
-    return check_data_file("weighted", folder, CUDA.data_file, required=True)
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
 
 
 def data_file_of_another_program(ctx):
     # The XNNPACK program's folder with the CUDA program's data file under its name: it reads,
     # but does not hold the keys the program's delegate will ask for.
     folder = ctx.copy_artifacts(CPU / "weighted")
-    (folder / CPU_ROW.data_file).write_bytes((H200 / "weighted" / CUDA.data_file).read_bytes())
-    return check_data_file("weighted", folder, CPU_ROW.data_file, required=True)
+    (folder / CPU_ROW.backend.data_file).write_bytes((H200 / "weighted" / CUDA.backend.data_file).read_bytes())
+    return check_data_file("weighted", folder, CPU_ROW.backend.data_file, required=True)
 
 
 def weights_not_in_the_data_file(ctx):
     # The weighted program's data file replaced by the weightless one: it reads, it is not the weights.
-    sizes = {label: (H200 / label / CUDA.data_file).stat().st_size for label in ("weightless", "weighted")}
-    return check_weights_in_data_file(CUDA.data_file, sizes["weightless"], sizes["weightless"], 128)
+    sizes = {label: (H200 / label / CUDA.backend.data_file).stat().st_size for label in ("weightless", "weighted")}
+    return check_weights_in_data_file(CUDA.backend.data_file, sizes["weightless"], sizes["weightless"], 128)
 
 
 # --- the program --------------------------------------------------------------------------
 
 def xnnpack_program_on_the_cuda_row(ctx):
-    return check_delegated("weighted", CPU / "weighted" / "model.pte", CUDA.delegate_id)
+    return check_delegated("weighted", CPU / "weighted" / "model.pte", CUDA.backend.delegate_id)
 
 
 def program_with_no_delegate(ctx):
@@ -136,13 +138,13 @@ def program_with_no_delegate(ctx):
     model, example = models()["weighted"]
     program = to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch()
     (ctx.tmp / "model.pte").write_bytes(program.buffer)
-    return check_delegated("weighted", ctx.tmp / "model.pte", CPU_ROW.delegate_id)
+    return check_delegated("weighted", ctx.tmp / "model.pte", CPU_ROW.backend.delegate_id)
 
 
 def program_partly_delegated(ctx):
     import torch
 
-    from smoke.child import export_xnnpack
+    from smoke.backends.xnnpack import export_xnnpack
 
     class LinearThenCumsum(torch.nn.Module):  # XNNPACK takes the linear, not the cumsum
         def __init__(self):
@@ -154,7 +156,7 @@ def program_partly_delegated(ctx):
             return torch.cumsum(self.linear(x), dim=1)
 
     export_xnnpack(LinearThenCumsum().eval(), (torch.randn(2, 8),), ctx.tmp)
-    return check_delegated("weighted", ctx.tmp / "model.pte", CPU_ROW.delegate_id)
+    return check_delegated("weighted", ctx.tmp / "model.pte", CPU_ROW.backend.delegate_id)
 
 
 # --- loading and running, on a real XNNPACK export -------------------------------------------
@@ -169,12 +171,12 @@ def _run_with(ctx, ptd: Path):
 def _payload_edit(ctx, edit):
     from smoke.artifacts import read_data_file
 
-    source = ctx.exported["weighted"] / CPU_ROW.data_file
+    source = ctx.exported["weighted"] / CPU_ROW.backend.data_file
     base = read_data_file(source).segment_base_offset
     raw = bytearray(source.read_bytes())
     edit(raw, base)
-    (ctx.tmp / CPU_ROW.data_file).write_bytes(raw)
-    return _run_with(ctx, ctx.tmp / CPU_ROW.data_file)
+    (ctx.tmp / CPU_ROW.backend.data_file).write_bytes(raw)
+    return _run_with(ctx, ctx.tmp / CPU_ROW.backend.data_file)
 
 
 def payload_zeroed(ctx):
@@ -189,12 +191,12 @@ def one_weight_changed(ctx):
 def another_models_weights(ctx):
     import torch
 
-    from smoke.child import export_xnnpack
+    from smoke.backends.xnnpack import export_xnnpack
 
     torch.manual_seed(1)
     other = torch.nn.Linear(8, 4).eval()
     export_xnnpack(other, (torch.randn(2, 8),), ctx.tmp)
-    return _run_with(ctx, ctx.tmp / CPU_ROW.data_file)
+    return _run_with(ctx, ctx.tmp / CPU_ROW.backend.data_file)
 
 
 def weights_baked_into_the_program(ctx):
@@ -252,9 +254,9 @@ DEFECTS = [
     pytest.param(another_models_weights, "run with data file (weighted)", "loading or running raised", marks=slow),
     pytest.param(weights_baked_into_the_program, "negative control (weighted, no data file)",
                  "the weights are not coming from the data file", marks=slow),
-    (child_crashes, gate.CHILD_CHECK, "ended by SIGSEGV during 'load and run (weighted)'"),
-    (child_hangs, gate.CHILD_CHECK, "killed after the 2 s time limit"),
-    (child_prints_garbage, gate.CHILD_CHECK, "lines that are not check records"),
+    (child_crashes, CHILD_PROCESS.name, "ended by SIGSEGV during 'load and run (weighted)'"),
+    (child_hangs, CHILD_PROCESS.name, "killed after the 2 s time limit"),
+    (child_prints_garbage, CHILD_PROCESS.name, "lines that are not check records"),
 ]
 
 
@@ -279,12 +281,12 @@ def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
     """The controls: without the defect, the same checks pass (so each row above fails for its defect)."""
     ctx = Context(request, tmp_path, monkeypatch)
     wheel = make_cuda_wheel(ctx.slim, tmp_path)
-    for fn in (shipped.check_cuda_build, shipped.check_cuda_libraries, shipped.check_cuda_runtime_declared,
-               shipped.check_record, shipped.check_library_runpath, shipped.check_device_code):
+    for fn in (cuda.check_cuda_build, cuda.check_cuda_libraries, cuda.check_cuda_runtime_declared,
+               shipped.check_record, shipped.check_library_runpath, cuda.check_device_code):
         assert _file_check(fn, wheel).status is Status.PASS, fn.__name__
     assert _file_check(shipped.check_runtime_core, with_cuda_build_libraries(ctx, "patched")).status is Status.PASS
-    assert check_data_file("weighted", H200 / "weighted", CUDA.data_file, required=True).status is Status.PASS
-    assert check_delegated("weighted", H200 / "weighted" / "model.pte", CUDA.delegate_id).status is Status.PASS
+    assert check_data_file("weighted", H200 / "weighted", CUDA.backend.data_file, required=True).status is Status.PASS
+    assert check_delegated("weighted", H200 / "weighted" / "model.pte", CUDA.backend.delegate_id).status is Status.PASS
 
 
 @pytest.mark.slow
@@ -292,6 +294,6 @@ def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_pa
     from smoke.child import negative_control
 
     ctx = Context(request, tmp_path, monkeypatch)
-    assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.data_file).status is Status.PASS
+    assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.backend.data_file).status is Status.PASS
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     assert negative_control(CPU_ROW, ctx.exported["weighted"] / "model.pte", tmp_path).status is Status.PASS

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from smoke import installed, shipped
+from smoke.backends import cuda
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
@@ -41,7 +42,7 @@ def test_the_probe_runs_in_any_environment_and_says_what_is_missing():
     ],
 )
 def test_torch_agrees_table(cuda_wheel, pypi_wheel_read, row, facts, status, reason):
-    wheel = cuda_wheel if row.needs_cuda else pypi_wheel_read
+    wheel = cuda_wheel if row.backend.name == "cuda" else pypi_wheel_read
     result = installed.check_torch_agrees(wheel, row, facts)
     assert result.status is status and reason in result.reason, result.reason
 
@@ -60,7 +61,7 @@ def test_delegate_registers(pypi_wheel_read, row, backends, status):
     result = installed.check_delegate_registers(pypi_wheel_read, row, {"backends": backends})
     assert result.status is status
     if status is Status.FAIL:
-        assert result.reason == f"{row.delegate_id} is not registered (registered: {', '.join(backends)})"
+        assert result.reason == f"{row.backend.delegate_id} is not registered (registered: {', '.join(backends)})"
 
 
 def _site(tmp_path, with_runtime: bool):
@@ -76,7 +77,7 @@ def _site(tmp_path, with_runtime: bool):
 @pytest.mark.parametrize(("with_runtime", "status"), [(True, Status.PASS), (False, Status.FAIL)])
 def test_cuda_libraries_resolve_against_site_packages(cuda_wheel, tmp_path, with_runtime, status):
     site = _site(tmp_path, with_runtime)
-    result = installed.check_cuda_libraries_resolve(cuda_wheel, CUDA, {"purelib": str(site), "platlib": str(site)},
+    result = cuda.check_cuda_libraries_resolve(cuda_wheel, CUDA, {"purelib": str(site), "platlib": str(site)},
                                                     shipped.read_libraries(cuda_wheel))
     assert result.status is status, result.reason
     if status is Status.FAIL:

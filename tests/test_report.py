@@ -11,7 +11,8 @@ import pytest
 from smoke import report, summary
 from smoke.report import Run
 from smoke.results import failed, passed, skipped
-from smoke.rows import MUST_EXECUTE, RELEASE_ROWS
+from smoke.pipeline import MUST_EXECUTE
+from smoke.rows import RELEASE_ROWS
 from tests.helpers import SCHEMA
 
 

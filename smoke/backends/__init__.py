@@ -1,0 +1,63 @@
+"""The delegates a row can gate, one module each, behind one small Protocol.
+
+A backend says what its rows need and nothing else does: the delegate id its programs carry,
+the data file it writes, how a model is exported through it, the keys its delegates fetch from
+the data file, the checks of its own (declared as ``smoke.pipeline.Check``: on the wheel file,
+on the environment, in the child), the rules it adds to common checks, and what a device is to it.
+A row (``smoke.rows``) names its backend object; nothing else branches on which one it is.
+
+Adding a delegate: a module here with an object satisfying ``Backend``, listed in ``BACKENDS``;
+a row in ``smoke.rows``; the row in the workflow's matrix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from smoke.backends.cuda import ARCHS as CUDA_ARCHS, Cuda
+from smoke.backends.xnnpack import Xnnpack
+
+if TYPE_CHECKING:
+    from smoke.pipeline import Check
+    from smoke.results import CheckResult
+    from smoke.rows import Row
+    from smoke.shipped import Libraries
+    from smoke.wheel import Wheel
+
+
+class Backend(Protocol):
+    name: str  # the rows' and the workflow's key: "cuda", "xnnpack"
+    delegate_id: str  # BackendDelegate.id its programs carry
+    data_file: str  # its external data file's name, as the runners pass it
+    weightless_writes_data: bool  # does it write a data file for a model with no weights?
+    checks: tuple[Check, ...]  # its own checks, at their places in each stage
+
+    def export(self, model, example, folder: Path) -> None:
+        """Export ``model`` through the delegate; write ``model.pte`` and its data file into ``folder``."""
+
+    def expected_keys(self, plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+        """The named data one of its delegates fetches at load, from the program alone."""
+
+    def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
+        """Its rule of ``library RUNPATH``: the problems, and what a PASS adds to its sentence."""
+
+    def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """Its part of ``torch agrees``: the problems, and what a PASS says."""
+
+    def device_facts(self) -> dict[str, Any]:
+        """In the child, torch imported: the device it runs on, for the report."""
+
+    def check_device(self, row: Row, facts: dict[str, Any]) -> CheckResult | None:
+        """In the child: is there a device the exports and loads can use (None: it needs none)."""
+
+
+# One object per backend kind, for the readers that know only a delegate id (``smoke.artifacts``).
+BACKENDS: dict[str, Backend] = {b.delegate_id: b for b in (Cuda(archs={}), Xnnpack())}
+
+
+def for_delegate(delegate_id: str) -> Backend | None:
+    return BACKENDS.get(delegate_id)
+
+
+__all__ = ["BACKENDS", "Backend", "CUDA_ARCHS", "Cuda", "Xnnpack", "for_delegate"]

@@ -1,0 +1,89 @@
+"""The XNNPACK delegate (``XnnpackBackend``): the CPU rows' backend.
+
+Its programs carry ``XnnpackBackend`` delegates whose constants are tagged for an external data
+file named after the tag (``model`` -> ``model.ptd``); the keys a delegate fetches are the named
+constants of its graph, read from XNNPACK's own flatbuffer (``XN01``) behind its ``XH00`` header.
+It adds no checks of its own: the common ones (``smoke.pipeline``) are the CPU rows' whole list.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from smoke.pipeline import Check
+from smoke.results import CheckResult
+
+if TYPE_CHECKING:
+    from smoke.rows import Row
+    from smoke.shipped import Libraries
+    from smoke.wheel import Wheel
+
+# The header XNNPACK puts before its flatbuffer (backends/xnnpack/serialization): magic, header
+# length, flatbuffer offset and size, constant data offset and size.
+# backends/xnnpack/serialization: the blob starts with an XH00 header (magic at 4, u16 length,
+# u32 flatbuffer offset, u32 flatbuffer size, u32 constant data offset, u64 constant data size)
+# before an XNNGraph flatbuffer, whose field 8 is constant_data [ConstantDataOffset{offset, size, named_key}].
+_XNN_HEADER = struct.Struct("<4sHIIIQ")
+_XNN_MAGIC = b"XH00"
+_XNN_GRAPH_CONSTANT_DATA = 8
+_XNN_CONSTANT_NAMED_KEY = 2
+
+
+XNNPACK_DATA_TAG = "model"
+
+
+def export_xnnpack(model, example, folder: Path) -> None:
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
+
+    # Tag every constant for the external data file named after the tag
+    # ("model" -> model.ptd), then export again so the tags reach the delegate.
+    module = torch.export.export(model, example).module()
+    delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda node: XNNPACK_DATA_TAG)
+    program = to_edge_transform_and_lower(torch.export.export(module, example), partitioner=[XnnpackPartitioner()]).to_executorch()
+    (folder / "model.pte").write_bytes(program.buffer)
+    program.write_tensor_data_to_file(str(folder))
+
+
+def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+    """The named keys of the delegate's graph's constant data (its own schema)."""
+    from smoke.artifacts import ArtifactError, root, string, vector
+
+    blob = processed
+    if len(blob) < _XNN_HEADER.size or blob[4:8] != _XNN_MAGIC:
+        raise ArtifactError(f"an XnnpackBackend blob without its {_XNN_MAGIC!r} header")
+    _magic, _length, fb_offset, fb_size, _const_offset, _const_size = _XNN_HEADER.unpack_from(blob, 4)
+    graph = root(blob[fb_offset : fb_offset + fb_size], b"XN01", "the XNNPACK graph")
+    return tuple(key for c in vector(graph, _XNN_GRAPH_CONSTANT_DATA) if (key := string(c, _XNN_CONSTANT_NAMED_KEY)))
+
+
+@dataclass(frozen=True)
+class Xnnpack:
+    name: str = "xnnpack"
+    delegate_id: str = "XnnpackBackend"
+    data_file: str = f"{XNNPACK_DATA_TAG}.ptd"
+    weightless_writes_data: bool = False  # none for a model without weights (executorch 1.2.0 and 1.5.1)
+    checks: tuple[Check, ...] = ()
+
+    def export(self, model, example, folder: Path) -> None:
+        export_xnnpack(model, example, folder)
+
+    def expected_keys(self, plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+        return expected_keys(plan, compile_specs, processed)
+
+    def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
+        return [], ""
+
+    def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
+        return [], []
+
+    def device_facts(self) -> dict[str, Any]:
+        return {"cuda_available": False}
+
+    def check_device(self, row: Row, facts: dict[str, Any]) -> CheckResult | None:
+        return None  # the CPU: nothing to find

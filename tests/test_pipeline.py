@@ -1,0 +1,36 @@
+"""smoke.pipeline: the checks declared once, and every real report's checks among them."""
+
+from __future__ import annotations
+
+import json
+
+from smoke import pipeline
+from smoke.backends import cuda
+from smoke.rows import ROWS
+from tests.helpers import REPO
+
+H200_REPORT = REPO / "docs" / "runs" / "2026-12-03-h200-cuda-benchmark" / "reports" / "cuda_x86_64.json"
+
+
+def test_the_h200_runs_checks_are_exactly_the_cuda_rows_declared_ones():
+    report = json.loads(H200_REPORT.read_text())
+    assert sorted(c["name"] for c in report["checks"]) == sorted(pipeline.result_names(ROWS["cuda_x86_64"]))
+
+
+def test_each_row_runs_the_common_checks_and_only_its_own_backends():
+    cpu, gpu = pipeline.result_names(ROWS["cpu_x86_64"]), pipeline.result_names(ROWS["cuda_x86_64"])
+    assert len(cpu) == 15 and len(gpu) == 21
+    assert set(cpu) < set(gpu)
+    assert set(gpu) - set(cpu) == {c.name for c in ROWS["cuda_x86_64"].backend.checks}
+    assert gpu.index("CUDA build") < gpu.index("library RUNPATH") < gpu.index("device code") < gpu.index("wheel RECORD")
+
+
+def test_a_results_name_leads_back_to_its_declaration():
+    assert pipeline.declared("data file (weighted)") is pipeline.DATA_FILE
+    assert pipeline.declared("CUDA libraries resolve") is cuda.CUDA_LIBRARIES_RESOLVE
+    assert pipeline.declared("data file (heavy)") is None  # no such model
+    assert pipeline.declared("data file") is None  # a per-model check has no bare result
+
+
+def test_must_execute_names_declared_results():
+    assert all(pipeline.declared(name) in (pipeline.RUN, pipeline.NEGATIVE) for name in pipeline.MUST_EXECUTE)
