@@ -5,7 +5,7 @@ It measures, on this machine, in one invocation:
 - reading the wheel, and refusing it for a row of another architecture (in-process, repeated);
 - one cold run that builds the environment (unless ``--no-cold``);
 - ``--runs`` warm runs of each variant on the reused environment, interleaved: ``overlap``
-  (the default gate), ``overlap, exports in series`` (``GATE_PARALLEL_EXPORTS=0``; only
+  (the default gate), ``overlap, exports in series`` (``--parallel-exports no``; only
   where the default exports in parallel, 4 or more cores) and ``serial`` (``--no-overlap``:
   the environment probe in a process of its own, the negative control's process started only
   when needed, the exports one after the other), so each improvement has its before and
@@ -75,11 +75,9 @@ def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool,
         cmd = [sys.executable, "-m", "smoke", row, str(wheel), "--env-dir", str(env_dir), "--report-dir", reports, *extra]
         cmd += ["--reuse-env"] if reuse else []
         cmd += [] if overlap else ["--no-overlap"]
-        env = dict(os.environ)
-        if parallel is not None:
-            env["GATE_PARALLEL_EXPORTS"] = parallel
+        cmd += [] if parallel is None else ["--parallel-exports", parallel]
         start = time.monotonic()
-        ran = proc.run(cmd, what=f"the {row} run", cwd=REPO, env=env, check=False)
+        ran = proc.run(cmd, what=f"the {row} run", cwd=REPO, check=False)
         wall = time.monotonic() - start
         report_path = Path(reports) / f"{row}.json"
         if not report_path.is_file():
@@ -144,7 +142,7 @@ def main(argv: list[str]) -> int:
         if not args.no_cold:
             print(f"cold run: {args.row}, building the environment in {env_dir}", flush=True)
             cold = one_run(args.row, args.wheel, env_dir, extra, reuse=False, overlap=True)
-        kinds = [("overlap (default)", True, None), ("overlap, exports in series", True, "0"), ("serial (--no-overlap)", False, None)]
+        kinds = [("overlap (default)", True, None), ("overlap, exports in series", True, "no"), ("serial (--no-overlap)", False, None)]
         if (os.cpu_count() or 1) < 4:  # the default already exports in series here
             kinds.pop(1)
         variants: dict[str, list[dict]] = {name: [] for name, _, _ in kinds}

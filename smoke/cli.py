@@ -8,14 +8,13 @@ that mean the gate could not run are caught here, once, and printed as one
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Callable
 
+from smoke import options
 from smoke.errors import EXIT_CANNOT_RUN, GateError, Interrupted
 from smoke.rows import ROWS
 
@@ -29,47 +28,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see --help)")
 
 
-def _seconds(text: str) -> float:
-    """A time limit: a finite number of seconds above 0 (0, a negative or nan would end or never end the child)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time limit: give seconds above 0, e.g. 1800")
-    return value
-
-
 def parser(row: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog=f"nox -s {row} --" if row else "python -m smoke ROW", description="Gate one executorch wheel on one platform row.")
     if row is None:
         p.add_argument("row", choices=sorted(ROWS), help="the platform row")
-    p.add_argument("wheel", type=Path, nargs="?", help="the executorch .whl to gate (default: download the current public release)")
-    p.add_argument("--wheel-index", metavar="URL", help="with no wheel given, download the current release from this index (default: pip's configured one)")
-    p.add_argument("--python", help="interpreter to build the environment from (default: the one running the gate)")
-    p.add_argument("--constraints", type=Path, help="pip constraints file to use instead of the torch paired with the wheel's release")
-    p.add_argument("--wheelhouse", type=Path, help="install from this folder of wheels only, with no package index (offline)")
-    p.add_argument("--no-deps", action="store_true", help="install the wheel without resolving its dependency pins; its missing requirements are installed one by one where available")
-    p.add_argument("--torch-from", type=Path, metavar="VENV", help="take torch from this existing environment (a .pth file), instead of installing it")
-    p.add_argument("--torch-index", metavar="URL", help="an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu for a CPU row (default: pip's configuration)")
-    p.add_argument("--venv-backend", choices=("virtualenv", "uv"), default="virtualenv", help="what builds the environment (default: virtualenv)")
-    p.add_argument("--env-dir", type=Path, help="where the environment is built (default: .gate/envs/ROW)")
-    p.add_argument("--reuse-env", action="store_true", help="reuse the environment if it was built from the same wheel (sha256) and options")
-    p.add_argument("--workdir", type=Path, help="where the artifacts are written and kept (default: a temporary folder, removed on success)")
-    p.add_argument("--keep", action="store_true", help="keep the temporary artifacts folder even on success")
-    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
-    p.add_argument("--timeout", type=_seconds, default=1800.0, help="seconds the child may run before it is killed (default: 1800)")
-    p.add_argument("--no-overlap", dest="overlap", action="store_false",
-                   help="read torch and the runtime in a process of their own before the child, start the negative "
-                        "control's process only when needed, export the two models one after the other "
-                        "(the slower, serial way; for the benchmark's before/after)")
-    _report_options(p)
+    options.add(p)
     return p
-
-
-def _report_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--report-dir", type=Path, metavar="DIR",
-                   help="write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml")
 
 
 def inspect_parser() -> argparse.ArgumentParser:
@@ -77,8 +41,7 @@ def inspect_parser() -> argparse.ArgumentParser:
     p.add_argument("wheel", type=Path, help="the executorch .whl to inspect")
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
                    help="judge against this row (repeatable; default: every row of the wheel's architecture)")
-    p.add_argument("--fail-fast", action="store_true", help="stop each row at its first failed check")
-    _report_options(p)
+    options.add(p, ("fail_fast", "report_dir"))
     return p
 
 
@@ -113,11 +76,11 @@ def _at_the_edge(work: Callable[[], int]) -> int:
 
 
 def inspect_main(argv: list[str]) -> int:
-    from smoke import gate, inspect
+    from smoke import inspect
 
     def work() -> int:
         args = inspect_parser().parse_args(argv)
-        return inspect.inspect(gate.Options(wheel=args.wheel, fail_fast=args.fail_fast, report_dir=args.report_dir), args.row)
+        return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "report_dir")), args.row)
 
     return _at_the_edge(work)
 
@@ -167,8 +130,6 @@ def main(argv: list[str], row: str | None = None) -> int:
             from smoke.environment import torch_site_packages
 
             torch_site_packages(args.torch_from)  # no torch there: one line now, before anything is built
-        fields = {f.name for f in dataclasses.fields(gate.Options)}
-        options = gate.Options(**{k: v for k, v in vars(args).items() if k in fields})
-        return gate.gate(ROWS[name], options)
+        return gate.gate(ROWS[name], options.from_args(args))
 
     return _at_the_edge(work)

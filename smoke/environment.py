@@ -34,14 +34,17 @@ TORCH_PTH = "gate-torch-from.pth"
 
 @dataclass(frozen=True)
 class EnvOptions:
-    location: Path
+    """Where and how to build: the folder, the constraints the wheel's release pairs with, and the
+    row options marked ``env`` in ``smoke.options`` (their defaults are stated there)."""
+
+    env_dir: Path
     constraints: Path
-    wheelhouse: Path | None = None
-    no_deps: bool = False
-    torch_from: Path | None = None
-    backend: str = "virtualenv"  # or "uv"
-    torch_index: str | None = None  # an extra index for torch, e.g. https://download.pytorch.org/whl/cpu
-    reuse: bool = False
+    wheelhouse: Path | None
+    no_deps: bool
+    torch_from: Path | None
+    torch_index: str | None
+    venv_backend: str
+    reuse_env: bool
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def torch_source(options: EnvOptions) -> str:
 
 
 def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
-    fields = {k: str(v) for k, v in asdict(options).items() if k not in ("location", "reuse")}
+    fields = {k: str(v) for k, v in asdict(options).items() if k not in ("env_dir", "reuse_env")}
     return {
         "wheel": wheel.filename,
         "wheel_sha256": wheel.sha256,
@@ -180,7 +183,7 @@ def _marker_env(python: Path) -> dict[str, str]:
 def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Env:
     """Build (or reuse) the environment in a folder this run owns (``smoke.owned``): marked, locked,
     and stamped only once the build completed, so an interrupted build is never taken as good."""
-    location = options.location
+    location = options.env_dir
     owned = claim(location, "environment folder", "--env-dir", earlier_marks=(STAMP,))
     try:
         return _build(wheel, interpreter, options, say, owned)
@@ -190,12 +193,12 @@ def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
 
 
 def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None], owned: Owned) -> Env:
-    location = options.location
+    location = options.env_dir
     stamp = _stamp(wheel, interpreter, options)
     stamp_file = location / STAMP
     python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
     source = torch_source(options)
-    if options.reuse and stamp_file.is_file() and python.exists():
+    if options.reuse_env and stamp_file.is_file() and python.exists():
         try:
             if json.loads(stamp_file.read_text()) == stamp:
                 say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
@@ -204,7 +207,7 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
             pass
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
     owned.empty()  # the stamp first of all: from here until the end of the build, nothing says "good"
-    if options.backend == "uv":
+    if options.venv_backend == "uv":
         run(["uv", "venv", "--quiet", "--seed", "--allow-existing", "-p", interpreter.path, location], "creating the environment (uv)")
     else:
         run([sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter.path, location], "creating the environment (virtualenv)",

@@ -1,4 +1,9 @@
-"""The parent: read the wheel, build the environment, run the child, print the verdict.
+"""The parent: one row from start to verdict, stage by stage.
+
+Read the wheel (``smoke.wheel``), run the file checks (``smoke.shipped`` and the backend's), build
+the environment (``smoke.environment``), run the child (``smoke.follow``, ``smoke.child``) and judge
+the environment on what it reports (``smoke.installed``), then write the reports (``smoke.report``)
+and print the verdict. Which checks each stage runs is ``smoke.pipeline.for_row``.
 
 The parent imports nothing heavy (no torch, no executorch): it runs in nox's own
 interpreter and reads the child's record file as it grows.
@@ -6,186 +11,23 @@ interpreter and reads the child's record file as it grows.
 
 from __future__ import annotations
 
-import json
 import os
-from contextlib import contextmanager
-import signal
-import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
-from smoke import download, environment, installed, owned, pairing, pipeline, proc, report, shipped, wheel as wheels
-from smoke.report import Run
+from smoke import download, environment, installed, options as opts, owned, pairing, pipeline, report, shipped, wheel as wheels
+from smoke.console import emit, phase, say
 from smoke.errors import EXIT_FAILED, Interrupted
-from smoke.results import CheckResult, all_passed, failed, skipped, summary_line
+from smoke.follow import StopChild, judge_child, run_child
+from smoke.report import Run
+from smoke.results import all_passed, skipped, summary_line
 from smoke.rows import Row
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@dataclass
-class Options:
-    wheel: Path | None
-    wheel_index: str | None = None
-    python: str | None = None
-    constraints: Path | None = None
-    wheelhouse: Path | None = None
-    no_deps: bool = False
-    torch_from: Path | None = None
-    torch_index: str | None = None
-    venv_backend: str = "virtualenv"
-    env_dir: Path | None = None
-    reuse_env: bool = False
-    workdir: Path | None = None
-    keep: bool = False
-    fail_fast: bool = False
-    timeout: float = 1800.0
-    # Overlap: the environment checks read torch and the runtime in the export child, and the
-    # negative control's process starts with the child. False: the old, serial way (for the benchmark).
-    overlap: bool = True
-    report_dir: Path | None = None
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-def emit(run: Run, result: CheckResult) -> CheckResult:
-    run.results.append(result)
-    say(result.line())
-    return result
-
-
-@contextmanager
-def phase(run: Run, name: str):
-    """A phase of the parent: printed when it starts and with its duration, and recorded."""
-    say(f"  ... {name}")
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        seconds = round(time.monotonic() - start, 3)
-        run.phases.append({"name": name, "seconds": seconds})
-        say(f"  ... {name}: {seconds:.1f} s")
-
-
-@dataclass
-class ChildOutcome:
-    facts: dict[str, Any]
-    finished: bool
-    returncode: int | None
-    timed_out: bool
-    last_phase: str | None
-    bad_lines: list[str]
-    probe: dict[str, Any] | None = None
-    stopped: bool = False  # the parent ended it (fail-fast on a check it judged)
-
-
-class StopChild(Exception):
-    """Raised by a callback to end the child now (fail-fast)."""
-
-
-def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None],
-                on_phase: Callable[[str, float], None] = lambda name, seconds: None,
-                on_probe: Callable[[dict], None] = lambda facts: None) -> None:
-    try:
-        record = json.loads(line)
-        kind = record["kind"]
-    except (ValueError, KeyError, TypeError):
-        outcome.bad_lines.append(line[:200])
-        return
-    if kind == "check":
-        try:
-            result = CheckResult.from_json(record)
-        except ValueError as exc:
-            outcome.bad_lines.append(str(exc)[:200])
-            return
-        on_check(result)
-    elif kind == "phase":
-        if record.get("event") == "start":
-            outcome.last_phase = record.get("name")
-            say(f"  ... {record.get('name')}")
-        else:
-            outcome.last_phase = None
-            say(f"  ... {record.get('name')}: {record.get('seconds')} s")
-            on_phase(str(record.get("name")), record.get("seconds"))
-    elif kind == "facts":
-        outcome.facts = {k: v for k, v in record.items() if k != "kind"}
-    elif kind == "probe":
-        outcome.probe = {k: v for k, v in record.items() if k != "kind"}
-        on_probe(outcome.probe)
-    elif kind == "end":
-        outcome.finished = True
-
-
-def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
-              on_check: Callable[[CheckResult], None],
-              on_phase: Callable[[str, float], None] = lambda name, seconds: None,
-              on_probe: Callable[[dict], None] = lambda facts: None) -> ChildOutcome:
-    """Start the child and follow its record file until it exits or its time is up."""
-    outcome = ChildOutcome({}, False, None, False, None, [])
-    record.touch()
-    with log.open("wb") as log_handle, record.open("r", encoding="utf-8") as reader:
-        child = proc.start(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO, own_group=True)
-        try:
-            _follow(child, reader, outcome, timeout, on_check, on_phase, on_probe)
-        except BaseException:  # Ctrl-C, SIGTERM (Interrupted), or an error of ours: the child must not outlive us
-            proc.end_group(child)
-            raise
-        outcome.returncode = child.returncode
-    return outcome
-
-
-def _follow(child, reader, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe) -> None:
-    """Read the record as it grows until the child exits, is stopped, or runs out of time."""
-    deadline = time.monotonic() + timeout
-    pending = ""
-    while True:
-        done = child.poll() is not None
-        pending += reader.read()
-        *lines, pending = pending.split("\n")
-        if done and pending.strip():
-            lines.append(pending)
-        try:
-            for line in lines:
-                if line.strip():
-                    _parse_line(line, outcome, on_check, on_phase, on_probe)
-        except StopChild:
-            outcome.stopped = True
-            if not done:
-                proc.end_group(child, grace=0)
-            return
-        if done:
-            return
-        if time.monotonic() > deadline:
-            outcome.timed_out = True
-            proc.end_group(child, grace=0)
-            return
-        time.sleep(0.2)
-
-
-def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult | None:
-    """A child that crashed, hung or spoke garbage is a FAIL of its own, with its log's tail."""
-    if outcome.stopped:
-        return None  # the parent ended it, on a failure it has printed already
-    where = f" during {outcome.last_phase!r}" if outcome.last_phase else ""
-    tail = proc.file_tail(log)
-    if outcome.timed_out:
-        return failed(pipeline.CHILD_PROCESS.name, f"killed after the {timeout:g} s time limit{where} (--timeout to change it)")
-    if outcome.bad_lines:
-        return failed(pipeline.CHILD_PROCESS.name, f"wrote {len(outcome.bad_lines)} lines that are not check records, first: {outcome.bad_lines[0]!r}")
-    if outcome.returncode and outcome.returncode < 0:
-        sig = signal.Signals(-outcome.returncode).name
-        return failed(pipeline.CHILD_PROCESS.name, f"ended by {sig}{where}; last output: {tail}")
-    if not outcome.finished:
-        return failed(pipeline.CHILD_PROCESS.name, f"exited {outcome.returncode}{where} before finishing; last output: {tail}")
-    return None
-
-
-def gate(row: Row, options: Options) -> int:
+def gate(row: Row, options: opts.Options) -> int:
     """One row, start to verdict. The folders it takes (``smoke.owned``) are released however it ends."""
     held: list[owned.Owned] = []
     try:
@@ -203,7 +45,7 @@ def gate(row: Row, options: Options) -> int:
                 folder.release()
 
 
-def _gate(row: Row, options: Options, held: list) -> int:
+def _gate(row: Row, options: opts.Options, held: list) -> int:
     run = Run(row.name)
     start = time.monotonic()
     if options.report_dir is not None:
@@ -229,12 +71,9 @@ def _gate(row: Row, options: Options, held: list) -> int:
     if not file_checks(run, row, wheel, options):
         return finish(run, options, None, start)
 
-    env_options = environment.EnvOptions(
-        location=options.env_dir or REPO / ".gate" / "envs" / row.name,
-        constraints=constraints, wheelhouse=options.wheelhouse, no_deps=options.no_deps,
-        torch_from=options.torch_from, torch_index=options.torch_index, backend=options.venv_backend, reuse=options.reuse_env,
-    )
-    with phase(run, f"building the environment in {env_options.location} ({options.venv_backend}, {interpreter.describe()})"):
+    env_options = environment.EnvOptions(env_dir=options.env_dir or REPO / ".gate" / "envs" / row.name,
+                                         constraints=constraints, **opts.for_environment(options))
+    with phase(run, f"building the environment in {env_options.env_dir} ({options.venv_backend}, {interpreter.describe()})"):
         env = environment.build(wheel, interpreter, env_options, say)
     held.append(env.owned)
     run.torch_source = env.torch_source
@@ -257,11 +96,7 @@ def _gate(row: Row, options: Options, held: list) -> int:
     workdir = work.path
     record, log = workdir / "record.jsonl", workdir / "child.log"
     record.write_text("")
-    cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record)]
-    if options.fail_fast:
-        cmd.append("--fail-fast")
-    if not options.overlap:
-        cmd.append("--no-overlap")
+    cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     def on_probe(facts: dict) -> None:
@@ -291,7 +126,7 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
     return True
 
 
-def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: Options) -> bool:
+def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: opts.Options) -> bool:
     """The checks on the installed environment (``smoke.installed``); False when fail-fast stops the run."""
     for check in pipeline.for_row(row, pipeline.ENVIRONMENT):
         result = emit(run, pipeline.run_check(check, wheel, row, facts, run.libraries))

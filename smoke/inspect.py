@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 
 from smoke import gate, report, wheel as wheels
+from smoke.console import say
+from smoke.options import Options
 from smoke.report import Run
 from smoke.rows import ROWS, Row
 
@@ -24,14 +26,14 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
     return [row for row in ROWS.values() if row.machine in wheel.machines or "any" in wheel.machines]
 
 
-def inspect(options: gate.Options, names: list[str]) -> int:
+def inspect(options: Options, names: list[str]) -> int:
     if options.report_dir is not None:
         report.check_writable(options.report_dir)
     report.check_step_summary()
     start = time.monotonic()
     wheel = wheels.read_wheel(options.wheel)
     rows = rows_for(wheel, names)
-    gate.say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
+    say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
              f"read in {time.monotonic() - start:.2f} s; rows: {', '.join(r.name for r in rows)}")
     codes = []
     for row in rows:

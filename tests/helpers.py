@@ -12,7 +12,7 @@ import textwrap
 import zipfile
 from pathlib import Path
 
-from smoke.gate import judge_child, run_child
+from smoke.follow import judge_child, run_child
 from smoke.wheel import read_wheel
 from smoke.wheelcopy import rewrite_wheel
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from smoke.backends.cuda import check_device
-from smoke.gate import judge_child, run_child
+from smoke.follow import judge_child, run_child
 from smoke.results import Status
 from smoke.rows import ROWS
 from tests.helpers import CHECK, PHASE, fake_child
@@ -56,7 +56,7 @@ def test_device_check_per_row(row, facts, status, text):
 
 def test_fail_fast_on_an_environment_check_ends_the_child_at_once(tmp_path):
     # The child reports its probe, then would go on for a minute; the parent's callback stops it.
-    from smoke.gate import StopChild
+    from smoke.follow import StopChild
 
     probe = json.dumps({"kind": "probe", "torch": "2.13.0+cpu", "backends": []})
 
@@ -75,7 +75,8 @@ def test_fail_fast_on_an_environment_check_ends_the_child_at_once(tmp_path):
 def test_an_export_process_that_dies_without_its_result_is_a_failure(tmp_path):
     import subprocess
 
-    from smoke.child import Recorder, collect_export
+    from smoke.exports import collect_export
+    from smoke.record import Recorder
 
     helper = subprocess.Popen([sys.executable, "-c", "print('killed by the OOM killer, say'); raise SystemExit(9)"],
                               stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)

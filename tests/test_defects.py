@@ -133,7 +133,7 @@ def program_with_no_delegate(ctx):
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
-    from smoke.child import models
+    from smoke.models import models
 
     model, example = models()["weighted"]
     program = to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch()
@@ -162,7 +162,7 @@ def program_partly_delegated(ctx):
 # --- loading and running, on a real XNNPACK export -------------------------------------------
 
 def _run_with(ctx, ptd: Path):
-    from smoke.child import check_run, models, registered_backends
+    from smoke.models import check_run, models, registered_backends
 
     model, example = models()["weighted"]
     return check_run(CPU_ROW, "weighted", ctx.exported["weighted"] / "model.pte", ptd, model, example, registered_backends())
@@ -204,7 +204,8 @@ def weights_baked_into_the_program(ctx):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    from smoke.child import models, negative_control
+    from smoke.models import models
+    from smoke.negative import negative_control
 
     model, example = models()["weighted"]
     program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()]).to_executorch()
@@ -291,7 +292,7 @@ def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_path, monkeypatch):
-    from smoke.child import negative_control
+    from smoke.negative import negative_control
 
     ctx = Context(request, tmp_path, monkeypatch)
     assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.backend.data_file).status is Status.PASS

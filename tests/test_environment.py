@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from smoke import environment
+from smoke import environment, options as opts
 from smoke.environment import plan_no_deps
 from smoke.wheel import probe_interpreter, read_wheel
 
@@ -43,7 +43,8 @@ def test_reuse_never_keeps_an_environment_built_from_another_wheel(slim_x86_64, 
     previous, given = read_wheel(slim_x86_64), read_wheel(wheel_x86_64)
     assert previous.sha256 != given.sha256
     (tmp_path / "c.txt").write_text("torch==2.13.0\n")
-    options = environment.EnvOptions(location=tmp_path / "env", constraints=tmp_path / "c.txt", reuse=True)
+    options = environment.EnvOptions(env_dir=tmp_path / "env", constraints=tmp_path / "c.txt",
+                                     **{**opts.for_environment(opts.Options()), "reuse_env": True})
     location = _fake_env(tmp_path, environment._stamp(previous, interpreter, options))
     with pytest.raises(SystemExit):
         environment.build(given, interpreter, options, said.append)

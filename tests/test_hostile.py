@@ -108,12 +108,12 @@ def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with
 DRIVER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from smoke import cli, gate
+    from smoke import cli, follow
     work = Path(sys.argv[1])
     # A child that starts a process of its own (as the negative control and the export helper are), then waits.
     child = [sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen(['sleep', '300']); "
              "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(300)", str(work / "grandchild.pid")]
-    code = cli._at_the_edge(lambda: gate.run_child(child, work / "record.jsonl", work / "child.log", 600, None, lambda r: None) and 0)
+    code = cli._at_the_edge(lambda: follow.run_child(child, work / "record.jsonl", work / "child.log", 600, None, lambda r: None) and 0)
     sys.exit(code)
 """)
 

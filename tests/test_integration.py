@@ -114,10 +114,9 @@ def test_summary_of_the_real_report(cpu_run, reports, tmp_path):
     assert re.search(r"\| data file \(weighted\) \| PASS \d+ B \| — \|", proc.stdout)
 
 
-def test_the_weightless_export_in_a_process_of_its_own_gives_the_same_verdict(cpu_run, wheel_x86_64, env_dir, monkeypatch):
-    # What machines with 4 or more cores do by default; forced here, on 2.
-    monkeypatch.setenv("GATE_PARALLEL_EXPORTS", "1")
-    proc = nox("-s", "cpu_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--reuse-env")
+def test_the_weightless_export_in_a_process_of_its_own_gives_the_same_verdict(cpu_run, wheel_x86_64, env_dir):
+    # What machines with 4 or more cores do by default; asked for here, on 2.
+    proc = nox("-s", "cpu_x86_64", "--", str(wheel_x86_64), "--env-dir", str(env_dir), "--reuse-env", "--parallel-exports", "yes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"PASS export \(weightless\): wrote model\.pte in \S+ s \(in its own process, beside the other export\)", proc.stdout)
     assert "cpu_x86_64: PASSED: 15 passed, 0 failed, 0 skipped" in proc.stdout
@@ -128,11 +127,12 @@ def test_a_real_export_failing_in_its_own_process_is_a_failure_naming_the_error(
     import subprocess
     import sys
 
-    from smoke.child import PARALLEL_LABEL, Recorder, collect_export
+    from smoke.exports import PARALLEL_LABEL, collect_export
+    from smoke.record import Recorder
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    cmd = [sys.executable, "-m", "smoke.child", "--export", "cpu_x86_64", PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
+    cmd = [sys.executable, "-m", "smoke.exports", "cpu_x86_64", PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
     helper = subprocess.Popen(cmd, stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)
     rec = Recorder(tmp_path / "record.jsonl", fail_fast=False)
     assert collect_export(rec, ROWS["cpu_x86_64"], helper, blocker, tmp_path) is False

@@ -1,0 +1,134 @@
+"""Every option of a row, in one table: the command line, the environment's options and the
+child's arguments are all derived from it, and each default is stated here once.
+
+``Options`` (the parsed options of a row run) is made from the table; ``parser`` builds the
+row's ``argparse`` parser (and ``inspect`` takes the entries it shares by name); the entries
+marked ``env`` are what ``smoke.environment`` reads, and those marked ``child`` are passed on
+to the child process, which parses them with the same entries (``child_parser``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+
+def seconds(text: str) -> float:
+    """A time limit: a finite number of seconds above 0 (0, a negative or nan would end or never end the child)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time limit: give seconds above 0, e.g. 1800")
+    return value
+
+
+@dataclass(frozen=True)
+class Opt:
+    dest: str
+    flag: str | None  # None: the positional argument
+    help: str
+    default: Any = None
+    type: Callable[[str], Any] | None = None
+    action: str | None = None  # "store_true", "store_false"
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    env: bool = False  # one of the environment's options (smoke.environment.EnvOptions)
+    child: bool = False  # passed on to the child process
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        kwargs: dict[str, Any] = {"help": self.help}
+        if self.action:
+            kwargs.update(action=self.action, dest=self.dest)
+        else:
+            kwargs.update(default=self.default)
+            for key in ("type", "choices", "metavar"):
+                if getattr(self, key) is not None:
+                    kwargs[key] = getattr(self, key)
+        if self.flag is None:
+            parser.add_argument(self.dest, nargs="?", **kwargs)
+        else:
+            if not self.action:
+                kwargs["dest"] = self.dest
+            parser.add_argument(self.flag, **kwargs)
+
+    def as_argument(self, value: Any) -> list[str]:
+        """The words that give ``value`` to a parser built from this entry ([] for the default)."""
+        if value == self.default:
+            return []
+        if self.action in ("store_true", "store_false"):
+            return [self.flag]
+        return [self.flag, str(value)]
+
+
+ROW_OPTIONS: tuple[Opt, ...] = (
+    Opt("wheel", None, "the executorch .whl to gate (default: download the current public release)", type=Path),
+    Opt("wheel_index", "--wheel-index", "with no wheel given, download the current release from this index "
+        "(default: pip's configured one)", metavar="URL"),
+    Opt("python", "--python", "interpreter to build the environment from (default: the one running the gate)"),
+    Opt("constraints", "--constraints", "pip constraints file to use instead of the torch paired with the wheel's release",
+        type=Path),
+    Opt("wheelhouse", "--wheelhouse", "install from this folder of wheels only, with no package index (offline)",
+        type=Path, env=True),
+    Opt("no_deps", "--no-deps", "install the wheel without resolving its dependency pins; its missing requirements are "
+        "installed one by one where available", default=False, action="store_true", env=True),
+    Opt("torch_from", "--torch-from", "take torch from this existing environment (a .pth file), instead of installing it",
+        type=Path, metavar="VENV", env=True),
+    Opt("torch_index", "--torch-index", "an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu "
+        "for a CPU row (default: pip's configuration)", metavar="URL", env=True),
+    Opt("venv_backend", "--venv-backend", "what builds the environment (default: virtualenv)", default="virtualenv",
+        choices=("virtualenv", "uv"), env=True),
+    Opt("env_dir", "--env-dir", "where the environment is built (default: .gate/envs/ROW)", type=Path),
+    Opt("reuse_env", "--reuse-env", "reuse the environment if it was built from the same wheel (sha256) and options",
+        default=False, action="store_true", env=True),
+    Opt("workdir", "--workdir", "where the artifacts are written and kept (default: a temporary folder, removed on success)",
+        type=Path),
+    Opt("keep", "--keep", "keep the temporary artifacts folder even on success", default=False, action="store_true"),
+    Opt("fail_fast", "--fail-fast", "stop at the first failed check", default=False, action="store_true", child=True),
+    Opt("timeout", "--timeout", "seconds the child may run before it is killed (default: 1800)", default=1800.0, type=seconds),
+    Opt("overlap", "--no-overlap", "read torch and the runtime in a process of their own before the child, start the "
+        "negative control's process only when needed, export the two models one after the other (the slower, serial "
+        "way; for the benchmark's before/after)", default=True, action="store_false", child=True),
+    Opt("parallel_exports", "--parallel-exports", "export the two models at once, the weightless one in a process of its "
+        "own: auto (with 4 or more cores, unless --no-overlap), yes, no (default: auto)", default="auto",
+        choices=("auto", "yes", "no"), child=True),
+    Opt("report_dir", "--report-dir", "write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml",
+        type=Path, metavar="DIR"),
+)
+BY_DEST = {opt.dest: opt for opt in ROW_OPTIONS}
+
+Options = dataclasses.make_dataclass(
+    "Options", [(opt.dest, Any, dataclasses.field(default=opt.default)) for opt in ROW_OPTIONS],
+    namespace={"__doc__": "A row run's options, one field per entry of ROW_OPTIONS, with its default."},
+)
+
+
+def add(parser: argparse.ArgumentParser, dests: Iterable[str] | None = None) -> None:
+    """Add the table's entries (all, or those named) to a parser."""
+    for opt in ROW_OPTIONS if dests is None else (BY_DEST[d] for d in dests):
+        opt.add_to(parser)
+
+
+def from_args(args: argparse.Namespace, dests: Iterable[str] | None = None) -> Any:
+    """The Options of parsed arguments: every entry read by its own name, none dropped."""
+    return Options(**{d: getattr(args, d) for d in (dests if dests is not None else BY_DEST)})
+
+
+def for_environment(options: Any) -> dict[str, Any]:
+    return {opt.dest: getattr(options, opt.dest) for opt in ROW_OPTIONS if opt.env}
+
+
+def child_arguments(options: Any) -> list[str]:
+    return [word for opt in ROW_OPTIONS if opt.child for word in opt.as_argument(getattr(options, opt.dest))]
+
+
+def child_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    for opt in ROW_OPTIONS:
+        if opt.child:
+            opt.add_to(parser)
+    return parser
