@@ -2,6 +2,8 @@
 
     nox -s cuda_x86_64 -- path/to/executorch-....whl [options]
 
+A bare `nox` runs only the gate's own tests (marked * below). nox marks every other session -
+("skipped") because a bare `nox` does not run it: each row runs when named, with its wheel.
 Row sessions run in nox's own interpreter (``venv_backend="none"``) so that the
 wheel is read, and a wheel that cannot run is refused, before any environment is
 built; ``smoke.environment`` then builds the isolated one. Options: ``--help``.
@@ -72,7 +74,7 @@ def summary(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def benchmark(session: nox.Session) -> None:
-    """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--output FILE])."""
+    """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--budget S] [--output FILE])."""
     from smoke import benchmark as bench
 
     _verdict(session, "benchmark", bench.main(list(session.posargs)))

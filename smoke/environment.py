@@ -15,9 +15,10 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -53,7 +54,6 @@ class Env:
     python: Path
     torch_source: str
     reused: bool
-    owned: Owned | None = None  # the lock on the folder, held until the run ends
 
     @property
     def bin(self) -> Path:
@@ -180,16 +180,26 @@ def _marker_env(python: Path) -> dict[str, str]:
     return {**default_environment(), **json.loads(out.stdout)}
 
 
-def build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Env:
-    """Build (or reuse) the environment in a folder this run owns (``smoke.owned``): marked, locked,
-    and stamped only once the build completed, so an interrupted build is never taken as good."""
-    location = options.env_dir
-    owned = claim(location, "environment folder", "--env-dir", earlier_marks=(STAMP,))
+@contextmanager
+def built(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Iterator[Env]:
+    """The environment of one run: built (or reused) on entry in a folder this run owns
+    (``smoke.owned``: marked, locked until the run ends), stamped only once the build completed,
+    so an interrupted build is never taken as good. A build that fails leaves nothing half-made:
+    a folder this run created is removed, one it had emptied is emptied again (its mark kept);
+    an earlier good environment it never touched stays as it was."""
+    owned = claim(options.env_dir, "environment folder", "--env-dir", earlier_marks=(STAMP,))
     try:
-        return _build(wheel, interpreter, options, say, owned)
-    except BaseException:
+        try:
+            env = _build(wheel, interpreter, options, say, owned)
+        except BaseException:
+            if owned.created:
+                owned.remove()
+            elif not (options.env_dir / STAMP).exists():  # the build had begun: what is there is half-made
+                owned.empty()
+            raise
+        yield env
+    finally:
         owned.release()
-        raise
 
 
 def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None], owned: Owned) -> Env:
@@ -202,7 +212,7 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         try:
             if json.loads(stamp_file.read_text()) == stamp:
                 say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
-                return Env(location, python, source, reused=True, owned=owned)
+                return Env(location, python, source, reused=True)
         except ValueError:
             pass
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
@@ -243,4 +253,4 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
     partial = stamp_file.with_suffix(".partial")
     partial.write_text(json.dumps(stamp, indent=2))
     os.replace(partial, stamp_file)
-    return Env(location, python, source, reused=False, owned=owned)
+    return Env(location, python, source, reused=False)

@@ -11,6 +11,7 @@ interpreter and reads the child's record file as it grows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -31,7 +32,8 @@ def gate(row: Row, options: opts.Options) -> int:
     """One row, start to verdict. The folders it takes (``smoke.owned``) are released however it ends."""
     held: list[owned.Owned] = []
     try:
-        return _gate(row, options, held)
+        with contextlib.ExitStack() as stack:  # the environment, released when the run ends
+            return _gate(row, options, held, stack)
     except (KeyboardInterrupt, Interrupted):
         for folder in held:
             if (folder.path / "record.jsonl").exists():  # the work folder, kept as on any failure
@@ -45,7 +47,7 @@ def gate(row: Row, options: opts.Options) -> int:
                 folder.release()
 
 
-def _gate(row: Row, options: opts.Options, held: list) -> int:
+def _gate(row: Row, options: opts.Options, held: list, stack: contextlib.ExitStack) -> int:
     run = Run(row.name)
     start = time.monotonic()
     if options.report_dir is not None:
@@ -74,8 +76,7 @@ def _gate(row: Row, options: opts.Options, held: list) -> int:
     env_options = environment.EnvOptions(env_dir=options.env_dir or REPO / ".gate" / "envs" / row.name,
                                          constraints=constraints, **opts.for_environment(options))
     with phase(run, f"building the environment in {env_options.env_dir} ({options.venv_backend}, {interpreter.describe()})"):
-        env = environment.build(wheel, interpreter, env_options, say)
-    held.append(env.owned)
+        env = stack.enter_context(environment.built(wheel, interpreter, env_options, say))
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
 

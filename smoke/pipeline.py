@@ -84,9 +84,9 @@ def result_names(row: Row) -> list[str]:
 
 def declared(result: str) -> Check | None:
     """The declared check a result's name belongs to ("data file (weighted)" -> DATA_FILE)."""
-    from smoke.backends import BACKENDS
+    from smoke.backends import in_use
 
-    for check in (*common(), *(c for b in BACKENDS.values() for c in b.checks)):
+    for check in (*common(), *(c for b in in_use() for c in b.checks)):
         if result in check.names():
             return check
     return None

@@ -104,3 +104,26 @@ def test_bad_input_is_one_line_and_exit_2_and_leaves_nothing(wheel_x86_64, tmp_p
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ERROR ") and "Traceback" not in proc.stderr
     assert not (tmp_path / "env").exists()
     assert not list(scratch.iterdir())  # no artifacts folder, nothing left behind
+
+
+def test_every_option_of_the_table_is_in_help_and_in_the_readme():
+    from smoke import cli, options
+
+    shown = cli.parser("cpu_x86_64").format_help()
+    readme = (REPO / "README.md").read_text()
+    flags = [opt.flag for opt in options.ROW_OPTIONS if opt.flag]
+    assert len(flags) == len(options.ROW_OPTIONS) - 1  # all but the wheel itself
+    for flag in flags:
+        assert flag in shown, flag
+        assert f"`{flag}" in readme, flag
+
+
+def test_the_childs_arguments_come_from_the_same_table():
+    from smoke import options
+
+    given = options.Options(fail_fast=True, overlap=False, parallel_exports="no")
+    words = options.child_arguments(given)
+    assert words == ["--fail-fast", "--no-overlap", "--parallel-exports", "no"]
+    parsed = options.child_parser(__import__("argparse").ArgumentParser()).parse_args(words)
+    assert (parsed.fail_fast, parsed.overlap, parsed.parallel_exports) == (True, False, "no")
+    assert options.child_arguments(options.Options()) == []  # the defaults pass nothing

@@ -46,14 +46,26 @@ def test_reuse_never_keeps_an_environment_built_from_another_wheel(slim_x86_64, 
     options = environment.EnvOptions(env_dir=tmp_path / "env", constraints=tmp_path / "c.txt",
                                      **{**opts.for_environment(opts.Options()), "reuse_env": True})
     location = _fake_env(tmp_path, environment._stamp(previous, interpreter, options))
-    with pytest.raises(SystemExit):
-        environment.build(given, interpreter, options, said.append)
+    with pytest.raises(SystemExit), environment.built(given, interpreter, options, said.append):
+        pass
     assert said == [f"environment {location} was built for another wheel or other options: rebuilding it"]
     assert ran == ["creating the environment (virtualenv)"]
+    # The failed rebuild left nothing half-made: the folder holds only the gate's mark.
+    assert [p.name for p in location.iterdir()] == [".executorch-wheel-gate"]
     # The same wheel: reused, nothing run.
     _fake_env(tmp_path, environment._stamp(given, interpreter, options))
-    env = environment.build(given, interpreter, options, said.append)
-    assert env.reused and said[-1].startswith(f"reusing environment {location} (same wheel sha256 {given.sha256[:12]}")
+    with environment.built(given, interpreter, options, said.append) as env:
+        assert env.reused and said[-1].startswith(f"reusing environment {location} (same wheel sha256 {given.sha256[:12]}")
+
+
+def test_a_failed_build_in_a_folder_it_created_leaves_no_folder(wheel_x86_64, tmp_path, monkeypatch):
+    monkeypatch.setattr(environment, "run", lambda cmd, what, **kw: (_ for _ in ()).throw(SystemExit("stop")))
+    (tmp_path / "c.txt").write_text("torch==2.13.0\n")
+    options = environment.EnvOptions(env_dir=tmp_path / "new-env", constraints=tmp_path / "c.txt",
+                                     **opts.for_environment(opts.Options()))
+    with pytest.raises(SystemExit), environment.built(read_wheel(wheel_x86_64), probe_interpreter(None), options, print):
+        pass
+    assert not (tmp_path / "new-env").exists()
 
 
 def _dist_info(site: Path, name: str, version: str) -> None:

@@ -6,8 +6,8 @@ the data file, the checks of its own (declared as ``smoke.pipeline.Check``: on t
 on the environment, in the child), the rules it adds to common checks, and what a device is to it.
 A row (``smoke.rows``) names its backend object; nothing else branches on which one it is.
 
-Adding a delegate: a module here with an object satisfying ``Backend``, listed in ``BACKENDS``;
-a row in ``smoke.rows``; the row in the workflow's matrix.
+Adding a delegate: a module here with an object satisfying ``Backend``; a row in ``smoke.rows``
+that names it; the row in the workflow's matrix.
 """
 
 from __future__ import annotations
@@ -52,12 +52,16 @@ class Backend(Protocol):
         """In the child: is there a device the exports and loads can use (None: it needs none)."""
 
 
-# One object per backend kind, for the readers that know only a delegate id (``smoke.artifacts``).
-BACKENDS: dict[str, Backend] = {b.delegate_id: b for b in (Cuda(archs={}), Xnnpack())}
+def in_use() -> list[Backend]:
+    """One backend object of each kind the rows use (``smoke.rows``)."""
+    from smoke.rows import ROWS
+
+    return list({row.backend.name: row.backend for row in ROWS.values()}.values())
 
 
 def for_delegate(delegate_id: str) -> Backend | None:
-    return BACKENDS.get(delegate_id)
+    """The backend whose programs carry this delegate id, for readers that know only the program (``smoke.artifacts``)."""
+    return next((b for b in in_use() if b.delegate_id == delegate_id), None)
 
 
-__all__ = ["BACKENDS", "Backend", "CUDA_ARCHS", "Cuda", "Xnnpack", "for_delegate"]
+__all__ = ["Backend", "CUDA_ARCHS", "Cuda", "Xnnpack", "for_delegate", "in_use"]
