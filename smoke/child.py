@@ -7,7 +7,7 @@ runs the negative control (``smoke.negative``). It speaks to the parent only thr
 file (``smoke.record``).
 
 Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail-fast] [--no-overlap]
-[--parallel-exports auto|yes|no]``, the options being the row's own (``smoke.options``).
+[--parallel-exports yes|no]``, the options being the row's own (``smoke.options``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from smoke.results import CheckResult, Status, skipped
 from smoke.rows import ROWS, Row
 
 
-def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "auto") -> None:
+def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
     # Started before our own imports, so that its imports overlap ours and the exports.
     started = start_negative_process(workdir) if overlap else None
     helper = start_export_process(row, workdir) if exports.parallel(parallel_exports, overlap) else None

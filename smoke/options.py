@@ -94,9 +94,9 @@ ROW_OPTIONS: tuple[Opt, ...] = (
     Opt("overlap", "--no-overlap", "read torch and the runtime in a process of their own before the child, start the "
         "negative control's process only when needed, export the two models one after the other (the slower, serial "
         "way; for the benchmark's before/after)", default=True, action="store_false", child=True),
-    Opt("parallel_exports", "--parallel-exports", "export the two models at once, the weightless one in a process of its "
-        "own: auto (with 4 or more cores, unless --no-overlap), yes, no (default: auto)", default="auto",
-        choices=("auto", "yes", "no"), child=True),
+    Opt("parallel_exports", "--parallel-exports", "yes: export the two models at once, the weightless one in a process "
+        "of its own (not with --no-overlap); no: one after the other, the second reusing the first's compile "
+        "(default: no, the faster on the H200: docs/benchmarks.md)", default="no", choices=("yes", "no"), child=True),
     Opt("report_dir", "--report-dir", "write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml",
         type=Path, metavar="DIR"),
 )

@@ -121,9 +121,9 @@ def test_every_option_of_the_table_is_in_help_and_in_the_readme():
 def test_the_childs_arguments_come_from_the_same_table():
     from smoke import options
 
-    given = options.Options(fail_fast=True, overlap=False, parallel_exports="no")
+    given = options.Options(fail_fast=True, overlap=False, parallel_exports="yes")
     words = options.child_arguments(given)
-    assert words == ["--fail-fast", "--no-overlap", "--parallel-exports", "no"]
+    assert words == ["--fail-fast", "--no-overlap", "--parallel-exports", "yes"]
     parsed = options.child_parser(__import__("argparse").ArgumentParser()).parse_args(words)
-    assert (parsed.fail_fast, parsed.overlap, parsed.parallel_exports) == (True, False, "no")
+    assert (parsed.fail_fast, parsed.overlap, parsed.parallel_exports) == (True, False, "yes")
     assert options.child_arguments(options.Options()) == []  # the defaults pass nothing
