@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,15 @@ def test_an_export_process_that_dies_without_its_result_is_a_failure(tmp_path):
     check = next(r for r in records if r["kind"] == "check")
     assert check["status"] == "fail" and check["name"] == "export (weightless)"
     assert "the export process exited 9 without its result: killed by the OOM killer, say" in check["reason"]
+
+
+def test_the_child_imports_no_reader_of_the_gates_own():
+    """The child runs inside the wheel's environment, which has torch and executorch but not the gate's
+    own tools: importing it (and its backends) must pull in neither packaging nor pyelftools."""
+    import subprocess
+
+    code = ("import sys, smoke.child, smoke.exports, smoke.negative; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'packaging', 'elftools', 'torch', 'executorch'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    assert out.strip() == "[]"
