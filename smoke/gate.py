@@ -19,7 +19,7 @@ from pathlib import Path
 
 from smoke import download, environment, installed, options as opts, owned, pairing, pipeline, report, shipped, wheel as wheels
 from smoke.console import emit, phase, say
-from smoke.errors import EXIT_FAILED, Interrupted
+from smoke.errors import EXIT_FAILED
 from smoke.follow import StopChild, judge_child, run_child
 from smoke.report import Run
 from smoke.results import all_passed, skipped, summary_line
@@ -29,25 +29,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def gate(row: Row, options: opts.Options) -> int:
-    """One row, start to verdict. The folders it takes (``smoke.owned``) are released however it ends."""
-    held: list[owned.Owned] = []
-    try:
-        with contextlib.ExitStack() as stack:  # the environment, released when the run ends
-            return _gate(row, options, held, stack)
-    except (KeyboardInterrupt, Interrupted):
-        for folder in held:
-            if (folder.path / "record.jsonl").exists():  # the work folder, kept as on any failure
-                say(f"artifacts kept in {folder.path}")
-        raise
-    finally:
-        for folder in held:
-            if folder.created and folder.path.is_dir() and folder.unused:
-                folder.remove()  # made by this run and never used: nothing is left behind
-            else:
-                folder.release()
+    """One row, start to verdict. The folders it takes (``smoke.owned``: the work folder, the
+    environment) are context managers on one stack, released however the run ends."""
+    with contextlib.ExitStack() as stack:
+        return _gate(row, options, stack)
 
 
-def _gate(row: Row, options: opts.Options, held: list, stack: contextlib.ExitStack) -> int:
+def _said_kept(folder: owned.Owned) -> None:
+    if (folder.path / "record.jsonl").exists():  # an interrupted run keeps its artifacts, as a failed one does
+        say(f"artifacts kept in {folder.path}")
+
+
+def _work_folder(stack: contextlib.ExitStack, path: Path) -> owned.Owned:
+    return stack.enter_context(owned.held(owned.claim(path, "work folder", "--workdir"), interrupted=_said_kept))
+
+
+def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     run = Run(row.name)
     start = time.monotonic()
     if options.report_dir is not None:
@@ -67,8 +64,7 @@ def _gate(row: Row, options: opts.Options, held: list, stack: contextlib.ExitSta
 
     given_work = None
     if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's
-        given_work = owned.claim(options.workdir, "work folder", "--workdir")
-        held.append(given_work)
+        given_work = _work_folder(stack, options.workdir)
 
     if not file_checks(run, row, wheel, options):
         return finish(run, options, None, start)
@@ -92,8 +88,7 @@ def _gate(row: Row, options: opts.Options, held: list, stack: contextlib.ExitSta
         work = given_work
         work.empty()  # an earlier run's records are never read as this run's
     else:
-        work = owned.claim(Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")), "work folder", "--workdir")
-        held.append(work)
+        work = _work_folder(stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
     workdir = work.path
     record, log = workdir / "record.jsonl", workdir / "child.log"
     record.write_text("")
@@ -153,7 +148,7 @@ def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
         say(f"step summary: appended to {summary}")
     if work is not None:
         if ok and not options.keep and options.workdir is None:
-            work.remove()  # a temporary folder this run made and marked
+            work.discard = True  # a temporary folder this run made and marked: removed as the run ends
         else:
             say(f"artifacts kept in {work.path}")
     say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {run.seconds:.1f} s")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable, Iterator
 
-from smoke.errors import GateError
+from smoke.errors import GateError, Interrupted
 
 MARK = ".executorch-wheel-gate"
 
@@ -32,6 +33,7 @@ class Owned:
     path: Path
     lock: IO[str]
     created: bool = False  # this run made it
+    discard: bool = False  # remove it when the run lets go of it (a passed run's temporary artifacts)
 
     @property
     def unused(self) -> bool:
@@ -97,3 +99,21 @@ def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = (
     handle.write(f"pid {os.getpid()}\n")
     handle.flush()
     return Owned(path, handle, created)
+
+
+@contextmanager
+def held(folder: Owned, interrupted: Callable[[Owned], None] = lambda folder: None) -> Iterator[Owned]:
+    """Hold a claimed folder for the rest of the run. However the run ends the lock is released; a
+    folder marked ``discard`` is removed, and so is one this run made and left unused (nothing but
+    the mark); every other one is kept. On an interruption ``interrupted(folder)`` is called first (to say where
+    what was kept is)."""
+    try:
+        yield folder
+    except (KeyboardInterrupt, Interrupted):
+        interrupted(folder)
+        raise
+    finally:
+        if folder.path.is_dir() and (folder.discard or (folder.created and folder.unused)):
+            folder.remove()
+        else:
+            folder.release()
