@@ -42,20 +42,14 @@ class Opt:
     child: bool = False  # passed on to the child process
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        kwargs: dict[str, Any] = {"help": self.help}
-        if self.action:
-            kwargs.update(action=self.action, dest=self.dest)
-        else:
-            kwargs.update(default=self.default)
-            for key in ("type", "choices", "metavar"):
-                if getattr(self, key) is not None:
-                    kwargs[key] = getattr(self, key)
+        kwargs: dict[str, Any] = {"help": self.help, "default": self.default}  # the default, from the table only
+        for key in ("action", "type", "choices", "metavar"):
+            if getattr(self, key) is not None:
+                kwargs[key] = getattr(self, key)
         if self.flag is None:
             parser.add_argument(self.dest, nargs="?", **kwargs)
         else:
-            if not self.action:
-                kwargs["dest"] = self.dest
-            parser.add_argument(self.flag, **kwargs)
+            parser.add_argument(self.flag, dest=self.dest, **kwargs)
 
     def as_argument(self, value: Any) -> list[str]:
         """The words that give ``value`` to a parser built from this entry ([] for the default)."""

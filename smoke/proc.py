@@ -46,8 +46,9 @@ def run(cmd: Sequence[str | os.PathLike], *, what: str, error: type[GateError] =
     except subprocess.TimeoutExpired as exc:
         raise error(f"{what} failed: {argv[0]!r} ran past its {timeout:g} s limit and was ended{end}") from exc
     if check and proc.returncode != 0:
+        between = "\n" if "\n" in joiner else ": "  # a multi-line tail starts on a line of its own
         raise error(f"{what} failed (exit {proc.returncode}): {' '.join(argv)}"
-                    f"{joiner if joiner != ' | ' else ': '}{tail(proc.stdout + proc.stderr, tail_lines, joiner)}{end}")
+                    f"{between}{tail(proc.stdout + proc.stderr, tail_lines, joiner)}{end}")
     return proc
 
 
