@@ -1,13 +1,18 @@
-"""What the dynamic loader reads from a shared library: DT_NEEDED, DT_RPATH, DT_RUNPATH.
+"""What the dynamic loader reads from an ELF file: DT_NEEDED, DT_RPATH, DT_RUNPATH, the symbol
+versions it needs, its machine.
 
 Read with pyelftools from the bytes (a wheel member need not be extracted), and the
-``$ORIGIN`` entries resolved as the loader would, against the library's own folder.
+``$ORIGIN`` entries resolved as the loader would, against the library's own folder. The symbol
+versions and the machine are read with auditwheel's own readers (``elf_find_versioned_symbols``,
+and the ELF header to architecture mapping of its ``lddtree``), so the gate judges a file as
+``auditwheel show`` would.
 """
 
 from __future__ import annotations
 
 import io
 import posixpath
+import struct
 from dataclasses import dataclass
 
 ELF_MAGIC = b"\x7fELF"
@@ -31,11 +36,21 @@ class ElfError(ValueError):
 class Library:
     path: str  # relative to site-packages, POSIX: executorch/lib/libexecutorch.so
     needed: tuple[str, ...]
-    search_path: tuple[str, ...]  # RUNPATH entries, or RPATH where there is no RUNPATH
+    search_path: tuple[str, ...]  # RUNPATH entries, or RPATH where there is no RUNPATH (empty entries dropped)
     tag: str  # "RUNPATH", "RPATH" or "" for none
     # The symbols its dynamic symbol table defines with global (not weak) binding, of the
     # namespaces the gate judges (CORE_SYMBOL_PREFIXES): what it provides to libraries loaded with it.
     defined: frozenset[str] = frozenset()
+    # The loader's view beyond the search path (read_library fills them; defaults keep hand-made ones short):
+    empty_entries: int = 0  # empty entries of the search path ("a::b", "a:"): the loader reads each as the working directory
+    kind: str = "ET_DYN"  # e_type: ET_DYN (a library or extension module), ET_EXEC (an executable)
+    # (soname, version) for each symbol version it needs from another library: ("libc.so.6", "GLIBC_2.38")
+    versions: tuple[tuple[str, str], ...] = ()
+    # Its undefined, non-weak dynamic symbols (what a policy's blacklist is judged on)
+    undefined: frozenset[str] = frozenset()
+    machine: str = ""  # e_machine and class as read: "EM_X86_64, 64-bit, little-endian"
+    architecture: str | None = None  # auditwheel's name of its baseline architecture (x86_64, aarch64, ...), None if unknown
+    isa_level: str | None = None  # an x86-64 microarchitecture level it declares it needs (x86_64_v3, ...), or None
 
     @property
     def cuda_needed(self) -> tuple[str, ...]:
@@ -56,6 +71,8 @@ def is_elf(data: bytes) -> bool:
 
 def read_library(path: str, data: bytes) -> Library:
     try:
+        from auditwheel.elfutils import elf_find_versioned_symbols
+        from auditwheel.lddtree import _get_platform  # pinned auditwheel (requirements-gate.txt): its one ELF-header reader
         from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
     except ImportError as exc:
@@ -63,8 +80,8 @@ def read_library(path: str, data: bytes) -> Library:
 
         import sys
 
-        raise MissingTool("pyelftools is not installed in the interpreter running the gate, so the shipped libraries "
-                          f"cannot be read: {sys.executable} -m pip install -r requirements-gate.txt") from exc
+        raise MissingTool("pyelftools or auditwheel is not installed in the interpreter running the gate, so the shipped "
+                          f"libraries cannot be read: {sys.executable} -m pip install -r requirements-gate.txt") from exc
 
     try:
         elf = ELFFile(io.BytesIO(data))
@@ -79,12 +96,54 @@ def read_library(path: str, data: bytes) -> Library:
             elif kind == "DT_RPATH":
                 rpath.extend(tag.rpath.split(":"))
         defined = frozenset(_defined_symbols(elf))
-    except (ELFError, ValueError, KeyError) as exc:
-        raise ElfError(f"{path} is not a readable ELF library ({exc})") from exc
+        platform = _get_platform(elf)
+        try:
+            architecture, isa = platform.baseline_architecture.value, platform.extended_architecture
+        except ValueError:  # a machine auditwheel does not know: the architecture check names it
+            architecture, isa = None, None
+        loader = {
+            "kind": elf["e_type"],
+            "versions": tuple(elf_find_versioned_symbols(elf)),
+            "undefined": frozenset(_undefined_symbols(elf)),
+            "machine": f"{elf['e_machine']}, {elf.elfclass}-bit, {'little' if elf.little_endian else 'big'}-endian",
+            "architecture": architecture,
+            "isa_level": isa.value if isa is not None else None,
+        }
+    except (ELFError, ValueError, KeyError, AttributeError, AssertionError, struct.error) as exc:
+        raise ElfError(f"{path} is not a readable ELF file ({exc})") from exc
     # The loader ignores DT_RPATH when DT_RUNPATH is present.
-    if runpath:
-        return Library(path, tuple(needed), tuple(e for e in runpath if e), "RUNPATH", defined)
-    return Library(path, tuple(needed), tuple(e for e in rpath if e), "RPATH" if rpath else "", defined)
+    entries, tag = (runpath, "RUNPATH") if runpath else (rpath, "RPATH" if rpath else "")
+    return Library(path, tuple(needed), tuple(e for e in entries if e), tag, defined,
+                   empty_entries=sum(1 for e in entries if not e), **loader)
+
+
+STB_WEAK = 2  # the binding in the high four bits of st_info (ELF gABI)
+
+
+def dynamic_symbols(elf):
+    """(name, binding, defined) of each entry of ``.dynsym``, read straight from the section's bytes.
+
+    The same fields pyelftools' ``iter_symbols`` gives, with ``struct`` over the table (Elf32_Sym /
+    Elf64_Sym of the gABI): a large library has tens of thousands of entries, and reading them one
+    by one through pyelftools took most of ``nox -s inspect``'s time.
+    """
+    table = elf.get_section_by_name(".dynsym")
+    if table is None:
+        return
+    names = elf.get_section(table["sh_link"]).data()
+    data, order = table.data(), "<" if elf.little_endian else ">"
+    # name, info, shndx: Elf64_Sym is name(4) info(1) other(1) shndx(2) value(8) size(8); Elf32_Sym is name(4) value(4) size(4) info(1) other(1) shndx(2).
+    layout = struct.Struct(order + ("IBxH16x" if elf.elfclass == 64 else "I8xBxH"))
+    size = table["sh_entsize"] or layout.size
+    for offset in range(0, len(data) - layout.size + 1, size):
+        name, info, shndx = layout.unpack_from(data, offset)
+        end = names.find(b"\0", name)
+        yield names[name:end if end >= 0 else len(names)].decode("utf-8", "replace"), info >> 4, shndx != 0
+
+
+def _undefined_symbols(elf) -> list[str]:
+    """The undefined, non-weak symbols of the dynamic symbol table (as auditwheel's ``get_undefined_symbols``)."""
+    return [name for name, binding, defined in dynamic_symbols(elf) if name and not defined and binding != STB_WEAK]
 
 
 def _defined_symbols(elf) -> list[str]:

@@ -66,9 +66,9 @@ MUST_EXECUTE = (*RUN.names(), NEGATIVE.name)
 
 def common() -> tuple[Check, ...]:
     """Every row's checks (imported here, not at the top: the child has no ELF or wheel reader)."""
-    from smoke import installed, shipped
+    from smoke import installed, policy, shipped
 
-    return (*shipped.CHECKS, *installed.CHECKS, *CHILD_CHECKS)
+    return (*shipped.CHECKS, *policy.FILE_CHECKS, *installed.CHECKS, *policy.ENVIRONMENT_CHECKS, *CHILD_CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:

@@ -20,7 +20,12 @@ def probe() -> dict[str, Any]:
     """Run in the environment: what torch and the executorch runtime say about themselves."""
     import sysconfig
 
-    facts: dict[str, Any] = {"purelib": sysconfig.get_paths()["purelib"], "platlib": sysconfig.get_paths()["platlib"]}
+    import os
+    import sys
+
+    facts: dict[str, Any] = {"purelib": sysconfig.get_paths()["purelib"], "platlib": sysconfig.get_paths()["platlib"],
+                             # where imports come from (a .pth file adds another environment's site-packages)
+                             "paths": [p for p in sys.path if p and os.path.isdir(p)]}
     try:
         import torch
 

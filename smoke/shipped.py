@@ -25,7 +25,7 @@ from packaging.markers import default_environment
 from smoke import elf
 from smoke.pipeline import FILE, Check
 from smoke.results import CheckResult, failed, passed
-from smoke.wheel import Wheel, hash_member, read_member
+from smoke.wheel import Wheel, hash_member, read_head, read_member
 
 if TYPE_CHECKING:
     from smoke.rows import Row
@@ -37,24 +37,35 @@ def shared_objects(wheel: Wheel) -> list[str]:
 
 @dataclass(frozen=True)
 class Libraries:
-    """The wheel's ELF shared libraries, read once from the zip."""
+    """The wheel's ELF files (libraries, extension modules, executables), read once from the zip."""
 
     items: tuple[elf.Library, ...]
     unreadable: tuple[str, ...]
+    # Files named as shared libraries (``*.so``, ``*.so.N``) that are not ELF at all (a Git LFS
+    # pointer committed in place of the library, say): the loader cannot load them.
+    not_elf: tuple[str, ...] = ()
 
 
 def read_libraries(wheel: Wheel) -> Libraries:
-    items, unreadable = [], []
+    """Every member that starts with the ELF magic, whatever its name (``flatc`` is an executable)."""
+    items, unreadable, not_elf = [], [], []
+    named_so = set(shared_objects(wheel))
     with zipfile.ZipFile(wheel.path) as archive:
-        for name in shared_objects(wheel):
-            data = read_member(archive, name, wheel.filename)
-            if not elf.is_elf(data):
+        for info in archive.infolist():
+            name = info.filename
+            if name.endswith("/") or info.file_size < len(elf.ELF_MAGIC):
+                if name in named_so:
+                    not_elf.append(name)
+                continue
+            if not elf.is_elf(read_head(archive, name, wheel.filename, len(elf.ELF_MAGIC))):
+                if name in named_so:
+                    not_elf.append(name)
                 continue
             try:
-                items.append(elf.read_library(name, data))
+                items.append(elf.read_library(name, read_member(archive, name, wheel.filename)))
             except elf.ElfError as exc:
                 unreadable.append(str(exc))
-    return Libraries(tuple(items), tuple(unreadable))
+    return Libraries(tuple(items), tuple(unreadable), tuple(not_elf))
 
 
 # --- the checks -------------------------------------------------------------------

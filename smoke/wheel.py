@@ -234,6 +234,15 @@ def read_member(archive: zipfile.ZipFile, name: str, filename: str) -> bytes:
         raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
 
 
+def read_head(archive: zipfile.ZipFile, name: str, filename: str, size: int) -> bytes:
+    """The first ``size`` bytes of one member (only what is needed is decompressed)."""
+    try:
+        with archive.open(name) as handle:
+            return handle.read(size)
+    except (zipfile.BadZipFile, zlib_error, OSError, EOFError) as exc:
+        raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
+
+
 def hash_member(archive: zipfile.ZipFile, name: str, filename: str) -> tuple[bytes, int]:
     """sha256 digest and size of one member, read in chunks (memory stays small whatever its size)."""
     digest, size = hashlib.sha256(), 0

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_cuda_wheel, pypi_wheel, rewrite_wheel
+from tests.helpers import declare_torch, make_cuda_wheel, pypi_wheel, rewrite_wheel
 
 
 # Fixtures that download from the package index (PyPI's wheels, kept in .gate/test-wheels after the
 # first time); a test that takes one, directly or through another fixture, is marked `network`.
-DOWNLOADING = {"wheel_x86_64", "wheel_aarch64", "wheel_1_2_0", "pypi_1_4_1"}
+DOWNLOADING = {"wheel_x86_64", "wheel_aarch64", "wheel_1_2_0", "pypi_1_4_1", "declared_x86_64", "declared_aarch64"}
 
 
 def pytest_collection_modifyitems(items):
@@ -34,6 +34,17 @@ def wheel_x86_64() -> Path:
 @pytest.fixture(scope="session")
 def wheel_aarch64() -> Path:
     return pypi_wheel("aarch64")
+
+
+@pytest.fixture(scope="session")
+def declared_x86_64(wheel_x86_64, tmp_path_factory) -> Path:
+    """PyPI's x86_64 1.5.1 with the torch requirement it lacks (tests.helpers.declare_torch): a wheel that passes."""
+    return declare_torch(wheel_x86_64, tmp_path_factory.mktemp("declared"))
+
+
+@pytest.fixture(scope="session")
+def declared_aarch64(wheel_aarch64, tmp_path_factory) -> Path:
+    return declare_torch(wheel_aarch64, tmp_path_factory.mktemp("declared"))
 
 
 @pytest.fixture(scope="session")

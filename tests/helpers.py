@@ -63,6 +63,20 @@ def relabel(version: str, requirement: str | None = RUNTIME):
     return edit
 
 
+# What 1.4.1 declares. PyPI's 1.5.0 and 1.5.1 declare no torch while their extension modules need libtorch
+# (pip install executorch==1.5.1 installs no torch: executorch#22971), so they fail `libraries resolve`;
+# this copy, the real wheel with the one missing line added, is the tests' wheel that passes.
+DECLARED_TORCH = "torch>=2.13.0a0"
+
+
+def declare_torch(wheel_path: Path, folder: Path) -> Path:
+    """PyPI's wheel with ``Requires-Dist: torch>=2.13.0a0`` added, under the same file name (in another folder)."""
+    def edit(text: str) -> str:
+        assert "Requires-Dist: torch" not in text.replace("Requires-Dist: torchao", "")
+        return text.replace("Requires-Dist: expecttest", f"Requires-Dist: {DECLARED_TORCH}\nRequires-Dist: expecttest", 1)
+    return rewrite_wheel(wheel_path, folder, metadata=edit)
+
+
 def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel_path) as archive:
         cpu_library = archive.read("executorch/lib/libexecutorch_etdump.so")

@@ -22,8 +22,13 @@ def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_r
     assert "PASS one runtime core: each runtime component has one definer" in out
     assert "SKIP device code: not run: the wheel has no +cuXXX label" in out
     assert "FAIL CUDA runtime declared: the wheel's Requires-Dist names no nvidia-* CUDA runtime package" in out
-    assert "inspect-cuda_x86_64: FAILED: 2 passed, 4 failed, 1 skipped" in out
-    assert "inspect-cpu_x86_64: PASSED: 3 passed, 0 failed, 0 skipped" in out
+    # PyPI's 1.5.1 needs libtorch but declares no torch (pip install executorch==1.5.1 installs none).
+    assert ("FAIL libraries resolve: executorch/extension/llm/custom_ops/libcustom_ops_aot_lib.so needs libtorch.so, "
+            "libtorch_cpu.so, libc10.so: its RUNPATH leads into torch/, the folder of a package the wheel does not declare "
+            "(Requires-Dist), so pip installs none: declare torch") in out
+    assert "PASS platform tag: 19 ELF files within manylinux_2_28_x86_64" in out and "PASS architecture: 19 ELF files, each x86_64" in out
+    assert "inspect-cuda_x86_64: FAILED: 4 passed, 5 failed, 1 skipped" in out
+    assert "inspect-cpu_x86_64: FAILED: 5 passed, 1 failed, 0 skipped" in out
     assert seconds < 15, seconds  # nothing is installed: reading and checking the 19 MB wheel only
     for row in ("cuda_x86_64", "cpu_x86_64"):
         report = json.loads((tmp_path / f"inspect-{row}.json").read_text())
@@ -33,24 +38,24 @@ def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_r
             assert f"{check['status'].upper()} {check['name']}: {check['reason']}" in out
 
 
-def test_inspect_of_the_aarch64_wheel_judges_the_aarch64_rows(wheel_aarch64):
-    proc = nox("-s", "inspect", "--", str(wheel_aarch64))
+def test_inspect_of_the_aarch64_wheel_judges_the_aarch64_rows(declared_aarch64):
+    proc = nox("-s", "inspect", "--", str(declared_aarch64))
     assert proc.returncode == 1
     assert "rows: cuda_aarch64, cpu_aarch64" in proc.stdout
     assert "inspect-cpu_aarch64: PASSED" in proc.stdout and "inspect-cuda_aarch64: FAILED" in proc.stdout
 
 
-def test_inspect_with_a_row_judges_that_row_only(wheel_x86_64):
-    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64")
+def test_inspect_with_a_row_judges_that_row_only(declared_x86_64):
+    proc = nox("-s", "inspect", "--", str(declared_x86_64), "--row", "cpu_x86_64")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "inspect-cuda_x86_64" not in proc.stdout
 
 
-def test_inspect_runs_on_any_interpreter_whatever_the_python_tag(wheel_x86_64, tmp_path):
+def test_inspect_runs_on_any_interpreter_whatever_the_python_tag(declared_x86_64, tmp_path):
     # The cp311 wheel renamed cp312: a row would refuse it on Python 3.11; inspect reads it.
     from tests.helpers import rewrite_wheel
 
-    other = rewrite_wheel(wheel_x86_64, tmp_path, new_name=wheel_x86_64.name.replace("cp311-cp311", "cp312-cp312"))
+    other = rewrite_wheel(declared_x86_64, tmp_path, new_name=declared_x86_64.name.replace("cp311-cp311", "cp312-cp312"))
     proc = nox("-s", "inspect", "--", str(other), "--row", "cpu_x86_64")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
