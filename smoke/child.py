@@ -21,6 +21,7 @@ from pathlib import Path
 from smoke import exports, options, proc
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
+from smoke.extensions import collect as collect_imports, start_extensions_process
 from smoke.models import check_run, models, registered_backends, weight_matrix_bytes
 from smoke.negative import negative_control, start_negative_process
 from smoke.pipeline import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS, load_phase
@@ -33,15 +34,16 @@ def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_
     # Started before our own imports, so that its imports overlap ours and the exports.
     started = start_negative_process(workdir) if overlap else None
     helper = start_export_process(row, workdir) if exports.parallel(parallel_exports, overlap) else None
+    imports = start_extensions_process(workdir) if overlap else None  # beside the exports; collected last
     try:
-        _gate(row, workdir, rec, started, helper)
+        _gate(row, workdir, rec, started, helper, imports)
     finally:
-        for process in (started, helper):
+        for process in (started, helper, imports):
             proc.end(process)
 
 
 def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
-          helper: subprocess.Popen | None = None) -> None:
+          helper: subprocess.Popen | None = None, imports: subprocess.Popen | None = None) -> None:
     with rec.phase(IMPORT_PHASE):
         import torch
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
@@ -115,6 +117,8 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
             rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
     else:
         rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
+
+    rec.check(collect_imports(imports, workdir))
 
 
 def main(argv: list[str] | None = None) -> int:

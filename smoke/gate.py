@@ -12,12 +12,11 @@ interpreter and reads the child's record file as it grows.
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 import time
 from pathlib import Path
 
-from smoke import download, environment, installed, options as opts, owned, pairing, pipeline, report, shipped, wheel as wheels
+from smoke import download, environment, installed, loaderenv, options as opts, owned, pairing, pipeline, report, shipped, wheel as wheels
 from smoke.console import emit, phase, say
 from smoke.errors import EXIT_FAILED
 from smoke.follow import StopChild, judge_child, run_child
@@ -76,8 +75,11 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
 
-    child_env = {**environment.env_without_pythonpath(), "PYTHONPATH": str(REPO), "PATH": f"{env.bin}{os.pathsep}{os.environ.get('PATH', '')}",
-                 "PYTHONUNBUFFERED": "1"}
+    # One environment for every process in the built environment (the child passes it on to its own).
+    loader = loaderenv.for_environment(env.python, REPO)
+    run.loader_env = loader.to_json()
+    say(loader.line())
+    child_env = loader.env
     if not options.overlap:
         with phase(run, "probing the environment in a process of its own"):
             facts = installed.run_probe(env.python, child_env, REPO)

@@ -35,6 +35,7 @@ class Run:
     seconds: float = 0.0
     exit_code: int | None = None
     libraries: Any = None  # smoke.shipped.Libraries, read once and shared by the checks; not reported
+    loader_env: dict[str, list[str]] | None = None  # smoke.loaderenv: what was removed from the caller's environment
 
     @property
     def verdict(self) -> str:
@@ -59,6 +60,7 @@ def to_json(run: Run) -> dict[str, Any]:
                      "python": run.facts.get("python")},
         "device": device.get("device_name") and {"name": device["device_name"], "sm": device.get("sm")},
         "torch_source": run.torch_source or None,
+        "loader_environment": run.loader_env,
         "started": run.started,
         "seconds": round(run.seconds, 3),
         "phases": run.phases,

@@ -1,0 +1,148 @@
+"""Every extension module the wheel ships imports, each in a process of its own.
+
+The modules are the installed distribution's ``*.cpython-*.so`` and ``*.abi3.so`` files (its RECORD),
+each imported by its dotted name (``executorch/extension/pybindings/_portable_lib.cpython-311-….so``
+is ``executorch.extension.pybindings._portable_lib``) in ``python -I``: the environment's
+site-packages and the clean loader environment (``smoke.loaderenv``), nothing else.
+
+A process each, not one for all: in one process a module whose library is not found from its own
+RUNPATH would load anyway once an earlier module had loaded a library of that name (the loader
+reuses a loaded soname), and a crash in one import would end the others' too.
+
+The child starts ``python -m smoke.extensions VERDICT.json`` early, so that it runs beside the
+exports, and collects its verdict last (``collect``).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+
+from smoke import proc
+from smoke.errors import GateError
+from smoke.pipeline import EXTENSIONS
+from smoke.results import CheckResult, failed, passed, skipped
+
+DISTRIBUTION = "executorch"
+IMPORT_TIMEOUT_S = 300
+# Run in the module's process: the exception on one line, the first one in its chain (a package
+# that turns the loader's ImportError into its own error would hide the loader's message), and the
+# file of the wheel (or of a dependency) that raised it, as the last line of stdout. A loader's error
+# is raised by the import system itself: its message (dlerror's) is the whole story.
+_IMPORT = textwrap.dedent("""
+    import importlib, json, os, sys, sysconfig, traceback
+    try:
+        importlib.import_module(sys.argv[1])
+    except BaseException as exc:
+        said = lambda e: f"{type(e).__name__}: {e}".replace("\\n", " ")
+        error, first = said(exc), exc
+        while (first.__cause__ or first.__context__) is not None:
+            first = first.__cause__ or first.__context__
+        if first is not exc:
+            error += f" (from {said(first)})"
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+        if frames:
+            site = sysconfig.get_paths()["purelib"]
+            where = frames[-1].filename
+            where = os.path.relpath(where, site) if where.startswith(site + os.sep) else where
+            error += f" (raised in {where} line {frames[-1].lineno})"
+        print("\\n" + json.dumps({"error": error}), flush=True)
+        sys.exit(1)
+""")
+
+
+def module_name(path: str) -> str | None:
+    """The dotted name an extension module is imported by, from its path under site-packages;
+    None for a file that is not an extension module or lies outside site-packages."""
+    parts = PurePosixPath(path).parts
+    if not parts or ".." in parts or not parts[-1].endswith(".so"):
+        return None
+    stem, _, suffix = parts[-1].partition(".")
+    if not (suffix.startswith("cpython-") or suffix == "abi3.so") or not stem.isidentifier():
+        return None
+    return ".".join((*parts[:-1], stem))
+
+
+def shipped_modules(distribution: str = DISTRIBUTION) -> list[str]:
+    """The extension modules the installed distribution ships, by dotted name, sorted."""
+    files = metadata.files(distribution) or []
+    return sorted({name for f in files if (name := module_name(str(f))) is not None})
+
+
+def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S) -> dict:
+    """Import one module in a fresh ``python -I``; its outcome as data: ``error`` is None when it imported."""
+    start = time.monotonic()
+    try:
+        ran = proc.run([sys.executable, "-I", "-c", _IMPORT, module], what=f"importing {module}", timeout=timeout, check=False)
+    except GateError as exc:  # could not start, or ran past its limit
+        return {"module": module, "error": str(exc), "seconds": round(time.monotonic() - start, 3)}
+    seconds = round(time.monotonic() - start, 3)
+    if ran.returncode == 0:
+        return {"module": module, "error": None, "seconds": seconds}
+    if ran.returncode < 0:
+        error = f"the process was ended by {signal.Signals(-ran.returncode).name}: {proc.tail(ran.stderr)}"
+    else:
+        try:
+            error = json.loads(ran.stdout.strip().splitlines()[-1])["error"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            error = f"exited {ran.returncode}: {proc.tail(ran.stdout + ran.stderr)}"
+    return {"module": module, "error": error, "seconds": seconds}
+
+
+def extensions_main(out: Path) -> int:
+    start = time.monotonic()
+    try:
+        modules = shipped_modules()
+    except metadata.PackageNotFoundError as exc:
+        out.write_text(json.dumps({"error": f"{DISTRIBUTION} is not installed ({exc})"}))
+        return 0
+    outcomes = [import_alone(module) for module in modules]
+    out.write_text(json.dumps({"outcomes": outcomes, "seconds": round(time.monotonic() - start, 3)}))
+    return 0
+
+
+def start_extensions_process(workdir: Path) -> subprocess.Popen:
+    """The imports' process, started early; its verdict is read by ``collect``."""
+    cmd = [sys.executable, "-m", "smoke.extensions", str(workdir / "extensions.json")]
+    with open(workdir / "extensions.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
+        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def collect(started: subprocess.Popen | None, workdir: Path) -> CheckResult:
+    """Wait for the imports' process (started now if it was not) and judge what it wrote."""
+    name = EXTENSIONS.name
+    process = started or start_extensions_process(workdir)
+    process.wait()
+    try:
+        verdict = json.loads((workdir / "extensions.json").read_text())
+    except (OSError, ValueError):
+        return failed(name, f"the imports' process exited {process.returncode} without its verdict: "
+                            f"{proc.file_tail(workdir / 'extensions.log')}")
+    if "error" in verdict:
+        return failed(name, verdict["error"])
+    return judge(verdict["outcomes"], verdict["seconds"])
+
+
+def judge(outcomes: list[dict], seconds: float) -> CheckResult:
+    name = EXTENSIONS.name
+    modules = [o["module"] for o in outcomes]
+    broken = [o for o in outcomes if o["error"] is not None]
+    measured = {"modules": modules, "imported": len(outcomes) - len(broken), "seconds": seconds,
+                "failed": {o["module"]: o["error"] for o in broken}}
+    if not outcomes:
+        return skipped(name, f"the installed {DISTRIBUTION} ships no extension module (*.cpython-*.so, *.abi3.so)", **measured)
+    if broken:
+        said = "; ".join(f"{o['module']}: {o['error']}" for o in broken)
+        return failed(name, f"{len(broken)} of {len(outcomes)} do not import in a clean environment: {said}", **measured)
+    return passed(name, f"all {len(outcomes)} import, each in a process of its own with a clean loader environment "
+                        f"({seconds:.1f} s): {', '.join(modules)}", **measured)
+
+
+if __name__ == "__main__":
+    sys.exit(extensions_main(Path(sys.argv[1])))
