@@ -59,7 +59,8 @@ def relabel(version: str, requirement: str | None = RUNTIME):
         text = text.replace("Version: 1.5.1", f"Version: {version}", 1)
         if requirement:
             text = text.replace("Requires-Dist: expecttest", f"Requires-Dist: {requirement}\nRequires-Dist: expecttest", 1)
-        return text
+        # and the torch that 1.5.1's libraries need (see declare_torch)
+        return text.replace("Requires-Dist: expecttest", f"Requires-Dist: {DECLARED_TORCH}\nRequires-Dist: expecttest", 1)
     return edit
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CPU, H200, REPO, rewrite_wheel
+from tests.helpers import CPU, H200, REPO, declare_torch, rewrite_wheel
 
 
 def gate(*args, env=None, timeout=300):
@@ -239,7 +239,8 @@ def test_a_record_size_that_is_not_a_number_fails_the_record_check(slim_x86_64, 
         record = archive.read(record_name).decode()
     first = record.splitlines()[0]
     broken = record.replace(first, first.rsplit(",", 1)[0] + ",twelve", 1)
-    fixed = rewrite_wheel(slim_x86_64, tmp_path / "out", update_record=False, add={record_name: broken.encode()})
+    declared = declare_torch(slim_x86_64, tmp_path / "declared")  # so that only RECORD is wrong
+    fixed = rewrite_wheel(declared, tmp_path / "out", update_record=False, add={record_name: broken.encode()})
     proc = gate("cpu_x86_64", fixed, "--fail-fast", "--env-dir", tmp_path / "env")
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the wheel is defective: a FAIL, not a crash
     assert f"FAIL wheel RECORD: {first.split(',')[0]} has size 'twelve' in RECORD, which is not a number of bytes" in proc.stdout

@@ -12,17 +12,24 @@ from tests.helpers import REPO
 H200_REPORT = REPO / "docs" / "runs" / "2026-12-03-h200-cuda-benchmark" / "reports" / "cuda_x86_64.json"
 
 
+# Declared after that run (issue "A PASS means the wheel works where its tag says").
+ADDED_SINCE = {"platform tag", "architecture", "libraries resolve", "dependency libraries installed"}
+
+
 def test_the_h200_runs_checks_are_exactly_the_cuda_rows_declared_ones():
     report = json.loads(H200_REPORT.read_text())
-    assert sorted(c["name"] for c in report["checks"]) == sorted(pipeline.result_names(ROWS["cuda_x86_64"]))
+    ran = {c["name"] for c in report["checks"]}
+    declared = set(pipeline.result_names(ROWS["cuda_x86_64"]))
+    assert ran < declared and ADDED_SINCE <= declared - ran
 
 
 def test_each_row_runs_the_common_checks_and_only_its_own_backends():
     cpu, gpu = pipeline.result_names(ROWS["cpu_x86_64"]), pipeline.result_names(ROWS["cuda_x86_64"])
-    assert len(cpu) == 15 and len(gpu) == 21
+    assert {"platform tag", "architecture", "libraries resolve", "dependency libraries installed"} <= set(cpu)
     assert set(cpu) < set(gpu)
     assert set(gpu) - set(cpu) == {c.name for c in ROWS["cuda_x86_64"].backend.checks}
-    assert gpu.index("CUDA build") < gpu.index("library RUNPATH") < gpu.index("device code") < gpu.index("wheel RECORD")
+    assert (gpu.index("platform tag") < gpu.index("CUDA build") < gpu.index("library RUNPATH") < gpu.index("libraries resolve")
+            < gpu.index("device code") < gpu.index("wheel RECORD"))
 
 
 def test_a_results_name_leads_back_to_its_declaration():

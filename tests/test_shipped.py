@@ -48,10 +48,10 @@ def check(fn, wheel, row=CUDA_ROW):
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
     results = [pipeline.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, pipeline.FILE)]
-    assert [r.name for r in results] == ["CUDA build", "CUDA libraries", "CUDA runtime declared", "library RUNPATH",
-                                         "one runtime core", "device code", "wheel RECORD"]
+    assert [r.name for r in results] == ["platform tag", "architecture", "CUDA build", "CUDA libraries", "CUDA runtime declared",
+                                         "library RUNPATH", "libraries resolve", "one runtime core", "device code", "wheel RECORD"]
     assert all(r.status is Status.PASS for r in results), [r.line() for r in results]
-    device = results[5]
+    device = results[8]
     assert device.measured["libraries"][SHIMS] == {"sm": ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"], "ptx": ["sm_120"]}
     assert all(r.seconds is not None for r in results)
 
@@ -140,7 +140,7 @@ def test_runpath_reads_the_real_torch_lib_entries_of_pypi(pypi):
     assert result.status is Status.PASS, result.reason
     entries = result.measured["entries"]
     assert "$ORIGIN/../../../torch/lib" in entries["executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so"]
-    assert result.measured["libraries"] == 18
+    assert result.measured["libraries"] == 19  # 18 libraries and the flatc executable
 
 
 def test_runpath_fails_on_pypi_1_2_0_whose_libraries_search_its_build_machine(wheel_1_2_0):
@@ -277,7 +277,7 @@ def test_without_pyelftools_the_gate_says_how_to_install_it(pypi, monkeypatch):
 
     for name in ("elftools", "elftools.elf", "elftools.elf.elffile", "elftools.common", "elftools.common.exceptions"):
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(MissingTool, match=r"pyelftools is not installed .*: " + re.escape(sys.executable) + r" -m pip install -r requirements-gate.txt"):
+    with pytest.raises(MissingTool, match=r"pyelftools or auditwheel is not installed .*: " + re.escape(sys.executable) + r" -m pip install -r requirements-gate.txt"):
         shipped.read_libraries(pypi)
 
 
