@@ -115,10 +115,28 @@ def test_pypi_declares_no_cuda_runtime(pypi):
     assert result.status is Status.FAIL and "names no nvidia-* CUDA runtime package for Linux x86_64" in result.reason
 
 
+def test_a_runtime_older_than_the_labels_minor_fails(slim_x86_64, tmp_path):
+    # +cu132 needs 13.2 or later: a 13.0 or 13.1 runtime lacks what the build may call.
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cu132", requirement="nvidia-cuda-runtime<14,>=13")
+    result = check(cuda.check_cuda_runtime_declared, wheel)
+    assert result.status is Status.FAIL
+    assert result.reason == ("+cu132 needs CUDA 13.2 or a later 13.x, but nvidia-cuda-runtime<14,>=13 admits 13.1.999: "
+                             "bound it as >=13.2,<14")
+
+
 @pytest.mark.parametrize(
     ("requirement", "status", "reason"),
     [
-        (RUNTIME, Status.PASS, "1 CUDA 13 requirements: nvidia-cuda-runtime==13.0.96"),
+        (RUNTIME, Status.PASS, "1 CUDA 13 requirements, each within 13.0 to 13.x: nvidia-cuda-runtime==13.0.96"),
+        # What upstream's main declares, and CUDA's minor-version compatibility: any later 13.x.
+        ("nvidia-cuda-runtime<14,>=13", Status.PASS, "each within 13.0 to 13.x"),
+        ("nvidia-cuda-runtime~=13.0", Status.PASS, "each within 13.0 to 13.x"),
+        # Unbounded above: CUDA 14's runtime (libcudart.so.14) would satisfy it.
+        ("nvidia-cuda-runtime>=13", Status.FAIL, "+cu130 needs CUDA 13.0 or a later 13.x, but nvidia-cuda-runtime>=13 admits 14: "
+                                                 "bound it as >=13.0,<14"),
+        ("nvidia-cuda-runtime>=13,!=14.0", Status.FAIL, "admits 14.0.1"),
+        # Below the build's CUDA: a 12.x runtime under a CUDA 13 build.
+        ("nvidia-cuda-runtime<14,>=12.9", Status.FAIL, "Requires-Dist has nvidia-cuda-runtime<14,>=12.9 (CUDA 12)"),
         (None, Status.FAIL, "names no nvidia-* CUDA runtime package"),
         ("nvidia-cuda-runtime-cu12==12.8.90", Status.FAIL, "+cu130 is CUDA 13, but Requires-Dist has nvidia-cuda-runtime-cu12==12.8.90 (CUDA 12)"),
         ("nvidia-cuda-runtime", Status.FAIL, "(names no CUDA major)"),
@@ -152,7 +170,10 @@ def test_runpath_fails_on_pypi_1_2_0_whose_libraries_search_its_build_machine(wh
     assert "executorch/extension/llm/custom_ops/libcustom_ops_aot_lib.so RUNPATH has 6 entries outside the install: " \
            "'/__w/executorch/executorch/pytorch/executorch/pip-out/temp.linux-x86_64-cpython-312/cmake-out' (a build-tree folder)" \
         in result.reason
-    assert len(result.measured["problems"]) == 5  # five libraries
+    # five libraries search outside; four of them also have an empty entry (the working directory)
+    assert len(result.measured["problems"]) == 9
+    assert ("executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so RUNPATH has 1 empty entry "
+            "(as in '$ORIGIN/../lib:'), which the loader reads as the current directory") in result.measured["problems"]
 
 
 def test_runpath_on_a_cuda_row_fails_on_a_wheel_linking_no_cuda(pypi):

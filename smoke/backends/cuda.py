@@ -110,19 +110,63 @@ def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckR
 
 
 def _requirement_major(requirement: Requirement) -> int | None:
-    """The CUDA major a requirement pins: from a -cuNN name, else from its lowest pinned version."""
+    """The CUDA major a requirement names: from a -cuNN name (nvidia-cudnn-cu12: 12), else from the
+    lowest version an nvidia-cuda-* toolkit package (versioned as the toolkit: nvidia-cuda-runtime
+    13.0.96) pins; None where neither tells (nvidia-cufft 12.x ships with CUDA 13: its version is its own)."""
     from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion, Version
-    
+
     match = _NAME_MAJOR.search(canonicalize_name(requirement.name))
     if match:  # nvidia-cuda-runtime-cu12: the suffix is the major itself
         return int(match.group(1))
+    if not _versioned_as_toolkit(requirement):
+        return None
     for spec in requirement.specifier:
         if spec.operator in ("==", "===", "~=", ">="):
             try:
                 return Version(spec.version.removesuffix(".*")).major
             except InvalidVersion:
                 continue
+    return None
+
+
+def _versioned_as_toolkit(requirement: Requirement) -> bool:
+    """nvidia-cuda-runtime, nvidia-cuda-nvrtc, ...: their version is the CUDA toolkit's (no -cuNN suffix)."""
+    from packaging.utils import canonicalize_name
+
+    name = canonicalize_name(requirement.name)
+    return name.startswith("nvidia-cuda-") and not _NAME_MAJOR.search(name)
+
+
+def cuda_minor(train: str) -> int:
+    """cu130 -> 0, cu126 -> 6."""
+    return int(_LABEL.match(train).group(1)[-1])
+
+
+def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | None:
+    """A version the requirement admits outside [major.minor, major+1), or None.
+
+    CUDA's minor-version compatibility makes any later 13.x runtime fine for a +cu130 build, and nothing
+    else: ``>=13`` alone admits CUDA 14's runtime (libcudart.so.14, which the libraries do not link), and
+    ``>=12`` one older than the build. A specifier set bounds what it admits at the versions it names, so
+    it is tried at each of them, just past them, and at the edges of the range.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    low, high = Version(f"{major}.{minor}"), Version(f"{major + 1}")
+    below = f"{major}.{minor - 1}.999" if minor else f"{major - 1}.999"
+    tried = {str(low), str(high), f"{major + 1}.0.1", f"{major + 1}.1", f"{major + 2}", below, "0.1", "999"}
+    for spec in requirement.specifier:
+        try:
+            named = Version(spec.version.removesuffix(".*"))
+        except InvalidVersion:
+            continue
+        tried |= {str(named), f"{named}.1", f"{named.major}.{named.minor + 1}", f"{named.major + 1}",
+                  f"{named.major - 1}.999" if named.major else "0"}
+    # The edges first (the next major's runtime, the minor below the build's): they name the defect.
+    for version in [high, Version(below), *sorted(Version(v) for v in tried)]:
+        if requirement.specifier.contains(version, prereleases=False) and not low <= version < high:
+            return str(version)
     return None
 
 
@@ -151,11 +195,21 @@ def check_cuda_runtime_declared(wheel: Wheel, row: Row, libraries: Libraries) ->
         return failed(name, f"declares {', '.join(listed)}, but the wheel has no +cuXXX label to say which CUDA it is for",
                       declared=listed)
     want = cuda_major(train)
-    wrong = [f"{r} (CUDA {m})" if m is not None else f"{r} (names no CUDA major)"
-             for r in declared if (m := _requirement_major(r)) != want]
+    runtimes = [r for r in declared if _versioned_as_toolkit(r) or _NAME_MAJOR.search(r.name.lower())]
+    if not runtimes:
+        return failed(name, f"declares {', '.join(listed)}, but no nvidia-cuda-* runtime package (nvidia-cuda-runtime for CUDA 13, "
+                            "nvidia-cuda-runtime-cu12 for CUDA 12)", declared=listed, cuda_major=want)
+    wrong = [f"{r} (CUDA {m})" for r in runtimes if (m := _requirement_major(r)) is not None and m != want]
+    wrong += [f"{r} (names no CUDA major)" for r in runtimes if _requirement_major(r) is None]
     if wrong:
         return failed(name, f"+{train} is CUDA {want}, but Requires-Dist has {', '.join(wrong)}", declared=listed, cuda_major=want)
-    return passed(name, f"{len(declared)} CUDA {want} requirements: {', '.join(listed)}", declared=listed, cuda_major=want)
+    minor = cuda_minor(train)
+    loose = [f"{r} admits {v}" for r in runtimes if _versioned_as_toolkit(r) and (v := admitted_outside(r, want, minor))]
+    if loose:
+        return failed(name, f"+{train} needs CUDA {want}.{minor} or a later {want}.x, but {', '.join(loose)}: bound it "
+                            f"as >={want}.{minor},<{want + 1}", declared=listed, cuda_major=want)
+    return passed(name, f"{len(declared)} CUDA {want} requirements, each within {want}.{minor} to {want}.x: {', '.join(listed)}",
+                  declared=listed, cuda_major=want)
 
 
 def _top_levels(wheel: Wheel) -> set[str]:
