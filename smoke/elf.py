@@ -22,10 +22,16 @@ CUDA_LIBRARY_PREFIXES = ("libcud", "libcublas", "libcufft", "libcurand", "libcus
                          "libnvJitLink", "libnccl", "libnvToolsExt", "libcupti")
 # Folder names that only a build tree has.
 BUILD_TREE_PARTS = ("cmake-out", "pip-out", "CMakeFiles", "_deps", "build")
-# Dynamic symbols kept from each library: ExecuTorch's own C++ namespace, mangled, and the AOTI
-# shim layer's C functions (the rest of a large library's table is not needed, so not kept).
-CORE_SYMBOL_PREFIXES = ("_ZN10executorch", "aoti_torch_")
-STRONG_BINDINGS = ("STB_GLOBAL", "STB_GNU_UNIQUE")
+# Dynamic symbols kept from each library, what smoke.owners judges: ExecuTorch's own C++ namespaces
+# (mangled: the runtime, its extensions and delegates, the kernels), the AOTI shim layer's C functions
+# and the entry points of the third-party code the runtime bundles (pthreadpool, cpuinfo, XNNPACK).
+# The rest of a large library's table is not needed, so not kept.
+CORE_SYMBOL_PREFIXES = ("_ZN10executorch", "_ZN5torch8executor", "aoti_torch_", "pthreadpool_create", "cpuinfo_initialize",
+                        "xnn_create_runtime")
+# The binding of a definition that is the library's own (STB_GLOBAL). Weak ones are kept apart
+# (weak_defined); STB_GNU_UNIQUE is neither: the loader keeps one definition of such a symbol per
+# process, across RTLD_LOCAL too, so it is never a second copy.
+STRONG_BINDINGS = (1,)
 
 
 class ElfError(ValueError):
@@ -38,8 +44,9 @@ class Library:
     needed: tuple[str, ...]
     search_path: tuple[str, ...]  # RUNPATH entries, or RPATH where there is no RUNPATH (empty entries dropped)
     tag: str  # "RUNPATH", "RPATH" or "" for none
-    # The symbols its dynamic symbol table defines with global (not weak) binding, of the
+    # The symbols its dynamic symbol table defines with global binding (STRONG_BINDINGS), of the
     # namespaces the gate judges (CORE_SYMBOL_PREFIXES): what it provides to libraries loaded with it.
+    # Weak definitions of them are in weak_defined (the last field).
     defined: frozenset[str] = frozenset()
     # The loader's view beyond the search path (read_library fills them; defaults keep hand-made ones short):
     empty_entries: int = 0  # empty entries of the search path ("a::b", "a:"): the loader reads each as the working directory
@@ -51,6 +58,8 @@ class Library:
     machine: str = ""  # e_machine and class as read: "EM_X86_64, 64-bit, little-endian"
     architecture: str | None = None  # auditwheel's name of its baseline architecture (x86_64, aarch64, ...), None if unknown
     isa_level: str | None = None  # an x86-64 microarchitecture level it declares it needs (x86_64_v3, ...), or None
+    # The weak definitions of the symbols ``defined`` keeps (smoke.owners says when one is a copy)
+    weak_defined: frozenset[str] = frozenset()
 
     @property
     def cuda_needed(self) -> tuple[str, ...]:
@@ -95,7 +104,7 @@ def read_library(path: str, data: bytes) -> Library:
                 runpath.extend(tag.runpath.split(":"))
             elif kind == "DT_RPATH":
                 rpath.extend(tag.rpath.split(":"))
-        defined = frozenset(_defined_symbols(elf))
+        defined, weak_defined = _defined_symbols(elf)
         platform = _get_platform(elf)
         try:
             architecture, isa = platform.baseline_architecture.value, platform.extended_architecture
@@ -114,7 +123,7 @@ def read_library(path: str, data: bytes) -> Library:
     # The loader ignores DT_RPATH when DT_RUNPATH is present.
     entries, tag = (runpath, "RUNPATH") if runpath else (rpath, "RPATH" if rpath else "")
     return Library(path, tuple(needed), tuple(e for e in entries if e), tag, defined,
-                   empty_entries=sum(1 for e in entries if not e), **loader)
+                   empty_entries=sum(1 for e in entries if not e), **loader, weak_defined=weak_defined)
 
 
 STB_WEAK = 2  # the binding in the high four bits of st_info (ELF gABI)
@@ -146,16 +155,17 @@ def _undefined_symbols(elf) -> list[str]:
     return [name for name, binding, defined in dynamic_symbols(elf) if name and not defined and binding != STB_WEAK]
 
 
-def _defined_symbols(elf) -> list[str]:
-    """The strong, defined symbols of the dynamic symbol table whose names start with CORE_SYMBOL_PREFIXES."""
-    table = elf.get_section_by_name(".dynsym")
-    if table is None:
-        return []
-    return [
-        symbol.name for symbol in table.iter_symbols()
-        if symbol.name.startswith(CORE_SYMBOL_PREFIXES) and symbol["st_shndx"] != "SHN_UNDEF"
-        and symbol["st_info"]["bind"] in STRONG_BINDINGS
-    ]
+def _defined_symbols(elf) -> tuple[frozenset[str], frozenset[str]]:
+    """The defined symbols of the dynamic symbol table whose names start with CORE_SYMBOL_PREFIXES:
+    (those of STRONG_BINDINGS, the weak ones)."""
+    strong, weak = set(), set()
+    for name, binding, defined in dynamic_symbols(elf):
+        if defined and name.startswith(CORE_SYMBOL_PREFIXES):
+            if binding in STRONG_BINDINGS:
+                strong.add(name)
+            elif binding == STB_WEAK:
+                weak.add(name)
+    return frozenset(strong), frozenset(weak)
 
 
 def mangled_prefix(qualified: str) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from packaging.markers import default_environment
 
 from smoke import elf
+from smoke.owners import NAME as RUNTIME_CORE_NAME, check_runtime_core  # one owner per runtime component
 from smoke.pipeline import FILE, Check
 from smoke.results import CheckResult, failed, passed
 from smoke.wheel import Wheel, hash_member, read_head, read_member
@@ -69,84 +70,6 @@ def read_libraries(wheel: Wheel) -> Libraries:
 
 
 # --- the checks -------------------------------------------------------------------
-
-
-# The runtime's components that hold process-wide state, each named by the functions that define
-# it ("a::b::f": a C++ function, matched on its mangled name; "prefix_": C functions). Two
-# definers of one component among libraries that load together are two copies of that state in
-# one process, and the loader binds each caller to one or the other. Measured on a CUDA build of
-# 1.2.0 without the shim patch (docs/runs/2026-12-03-h200-*): _portable_lib and
-# libaoti_cuda_shims.so both defined 21 aoti_torch_* shims (the CUDA stream and guard state).
-RUNTIME_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "logging": ("executorch::runtime::internal::vlogf", "executorch::runtime::internal::get_log_timestamp"),
-    "platform layer": ("executorch::runtime::register_pal", "executorch::runtime::get_pal_impl",
-                       "executorch::runtime::runtime_abort"),
-    "backend registry": ("executorch::runtime::register_backend", "executorch::runtime::get_backend_class",
-                         "executorch::runtime::get_num_registered_backends"),
-    "kernel registry": ("executorch::runtime::register_kernels", "executorch::runtime::get_registered_kernels",
-                        "executorch::runtime::registry_has_op_function"),
-    "AOTI shim layer": ("aoti_torch_",),
-}
-_COMPONENT_PREFIXES = {component: tuple(elf.mangled_prefix(f) if "::" in f else f for f in functions)
-                       for component, functions in RUNTIME_COMPONENTS.items()}
-
-
-def components_defined(library: elf.Library) -> list[str]:
-    """The runtime components a library's dynamic symbol table defines."""
-    return [component for component, prefixes in _COMPONENT_PREFIXES.items()
-            if any(symbol.startswith(prefixes) for symbol in library.defined)]
-
-
-def load_groups(libraries: Libraries) -> dict[str, list[elf.Library]]:
-    """Each library that no other shipped library needs, with the shipped libraries it loads (DT_NEEDED, by file name)."""
-    by_name: dict[str, list[elf.Library]] = {}
-    for lib in libraries.items:
-        by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
-    needed_by_others = {dep.path for lib in libraries.items for name in lib.needed for dep in by_name.get(name, ()) if dep is not lib}
-    groups = {}
-    for root in (lib for lib in libraries.items if lib.path not in needed_by_others):
-        seen, todo = {root.path: root}, [root]
-        while todo:
-            for name in todo.pop().needed:
-                for dep in by_name.get(name, ()):
-                    if dep.path not in seen:
-                        seen[dep.path] = dep
-                        todo.append(dep)
-        groups[root.path] = list(seen.values())
-    return groups
-
-
-def core_problems(libraries: Libraries, defines: dict[str, list[str]]) -> list[str]:
-    """Each set of libraries that load together and define the same components, with those components.
-    ``defines``: each library's path and the components it defines (``components_defined``)."""
-    problems: dict[tuple[str, ...], tuple[list[str], str]] = {}
-    for root, group in load_groups(libraries).items():
-        for component in RUNTIME_COMPONENTS:
-            definers = tuple(sorted(lib.path for lib in group if component in defines[lib.path]))
-            if len(definers) > 1:
-                components, _root = problems.setdefault(definers, ([], root))
-                if component not in components:
-                    components.append(component)
-    return [f"{' and '.join(PurePosixPath(d).name for d in definers)} each define the {', '.join(components)} "
-            f"(loaded together through {PurePosixPath(root).name})" for definers, (components, root) in problems.items()]
-
-
-def check_runtime_core(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
-    """Among the shipped libraries that load together, each component of the runtime that holds
-    process-wide state (logging, platform layer, backend and kernel registries, AOTI shims) has one definer."""
-    name = RUNTIME_CORE.name
-    defines = {lib.path: components_defined(lib) for lib in libraries.items}  # read each symbol table once
-    owners = {component: sorted(path for path, components in defines.items() if component in components)
-              for component in RUNTIME_COMPONENTS}
-    measured = {"owners": owners, "libraries": len(libraries.items)}
-    problems = core_problems(libraries, defines)
-    if problems:
-        more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
-        return failed(name, "two copies of the runtime's state in one process: " + "; ".join(problems[:2]) + more,
-                      problems=problems, **measured)
-    listed = "; ".join(f"{c}: {', '.join(sorted({PurePosixPath(p).name for p in paths}))}"
-                       for c, paths in owners.items() if paths) or "no library exports them"
-    return passed(name, f"each runtime component has one definer among the libraries that load together ({listed})", **measured)
 
 
 def marker_environment(row: Row, wheel: Wheel) -> dict[str, str]:
@@ -232,6 +155,6 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
 
 
 LIBRARY_RUNPATH = Check("library RUNPATH", FILE, 20, check_library_runpath)
-RUNTIME_CORE = Check("one runtime core", FILE, 30, check_runtime_core)
+RUNTIME_CORE = Check(RUNTIME_CORE_NAME, FILE, 30, check_runtime_core)
 RECORD = Check("wheel RECORD", FILE, 90, check_record)
 CHECKS = (LIBRARY_RUNPATH, RUNTIME_CORE, RECORD)  # every row's; a backend adds its own (smoke.backends)

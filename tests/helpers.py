@@ -80,7 +80,9 @@ def declare_torch(wheel_path: Path, folder: Path) -> Path:
 
 def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel_path) as archive:
-        cpu_library = archive.read("executorch/lib/libexecutorch_etdump.so")
+        # A stand-in that defines no runtime component: a second copy of one (the profiler, say) is
+        # what `one runtime core` fails from 1.5 on, wherever it is.
+        cpu_library = archive.read("executorch/lib/libexecutorch_backend_openvino.so")
     return {
         "executorch/lib/libexecutorch_backend_cuda.so": cpu_library,
         "executorch/lib/libexecutorch_extension_cuda.so": cpu_library,

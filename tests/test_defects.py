@@ -35,12 +35,13 @@ def _file_check(fn, wheel, row=CUDA):
 
 
 def with_cuda_build_libraries(ctx, variant: str):
-    """The CUDA wheel with the real 1.2.0 CUDA build's extension and shims (their symbol tables) in it."""
+    """The CUDA wheel with the real 1.2.0 CUDA build's extension and shims (their symbol tables) in it,
+    labelled 1.2.0 (smoke.owners judges a release by its layout, and these are the 1.2 layout's libraries)."""
     folder = DATA / "cuda-executorch-1.2.0"
     pybind = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
     parts = {**cuda_parts(ctx.slim), **{path: (folder / f"{variant}--{path.replace('/', '--')}").read_bytes()
                                         for path in (SHIMS, pybind)}}
-    return make_cuda_wheel(ctx.slim, ctx.tmp / variant, parts=parts)
+    return make_cuda_wheel(ctx.slim, ctx.tmp / variant, parts=parts, label="1.2.0+cu130")
 
 
 def aoti_shims_linked_twice(ctx):

@@ -1,44 +1,75 @@
-"""The `one runtime core` file check and the CUDA layouts, on real libraries and file lists.
+"""The `one runtime core` file check (smoke/owners.py) and the CUDA layouts, on real libraries and file lists.
 
 tests/data/cuda-executorch-1.2.0 holds the dynamic symbol tables of a CUDA build of executorch
 1.2.0 made on the H200 with and without the patch that links the AOTI shims against the one
-runtime (its README says how); PyPI's 1.2.0 and 1.5.1 wheels are read whole.
+runtime (its README says how); PyPI's 1.2.0, 1.4.1 and 1.5.1 wheels are read whole. Each rule
+fails on real material (a real library, or a real one changed in one way) and passes a real wheel.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import zipfile
 
 import pytest
 from packaging.version import Version
 
-from smoke import elf, shipped
+from smoke import elf, owners, shipped
 from smoke.backends import cuda
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.helpers import DATA
+from tests.helpers import DATA, pypi_wheel, rewrite_wheel
 
 CUDA_BUILD = DATA / "cuda-executorch-1.2.0"
-CUDA_ROW = ROWS["cuda_x86_64"]
+CUDA_ROW, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
 SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
 PORTABLE = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
+THREADPOOL = "executorch/lib/libexecutorch_threadpool.so"
 
 
-def cuda_build(variant: str) -> shipped.Libraries:
-    items = [elf.read_library(path, (CUDA_BUILD / f"{variant}--{path.replace('/', '--')}").read_bytes())
-             for path in (SHIMS, PORTABLE)]
+def extract(variant: str, path: str) -> bytes:
+    return (CUDA_BUILD / f"{variant}--{path.replace('/', '--')}").read_bytes()
+
+
+def cuda_build(variant: str, **changed: bytes) -> shipped.Libraries:
+    items = [elf.read_library(path, changed.get(path) or extract(variant, path)) for path in (SHIMS, PORTABLE)]
     return shipped.Libraries(tuple(items), ())
 
 
 def run(libraries: shipped.Libraries):
-    return shipped.check_runtime_core(None, CUDA_ROW, libraries)
+    return owners.check_runtime_core(None, CUDA_ROW, libraries)
 
 
-def test_the_real_libraries_load_together():
-    groups = shipped.load_groups(cuda_build("patched"))
-    assert list(groups) == [PORTABLE]  # the extension loads the shims (DT_NEEDED)
-    assert sorted(lib.path for lib in groups[PORTABLE]) == [SHIMS, PORTABLE]
+def needing(library: elf.Library, *names: str) -> elf.Library:
+    return dataclasses.replace(library, needed=(*library.needed, *names))
+
+
+def rebound(data: bytes, prefix: str, binding: int) -> bytes:
+    """The library with every defined ``.dynsym`` entry whose name starts with ``prefix`` given ``binding``
+    (the high four bits of st_info, ELF gABI): the same library, built with those symbols weak, say."""
+    from elftools.elf.elffile import ELFFile
+
+    elf_file = ELFFile(io.BytesIO(data))
+    table = elf_file.get_section_by_name(".dynsym")
+    info_at = 4 if elf_file.elfclass == 64 else 12  # st_info in Elf64_Sym / Elf32_Sym
+    out, changed = bytearray(data), 0
+    for index, symbol in enumerate(table.iter_symbols()):
+        if symbol.name.startswith(prefix) and symbol["st_shndx"] != "SHN_UNDEF":
+            at = table["sh_offset"] + index * table["sh_entsize"] + info_at
+            out[at] = (binding << 4) | (out[at] & 0xF)
+            changed += 1
+    assert changed, prefix
+    return bytes(out)
+
+
+# --- which libraries load together: every file's own closure --------------------------------
+
+def test_every_library_is_judged_with_what_it_loads():
+    groups = owners.load_groups(cuda_build("patched"))
+    assert sorted(lib.path for lib in groups[PORTABLE]) == [SHIMS, PORTABLE]  # the extension loads the shims (DT_NEEDED)
+    assert [lib.path for lib in groups[SHIMS]] == [SHIMS]
 
 
 def test_the_patched_build_has_one_runtime_core():
@@ -46,6 +77,7 @@ def test_the_patched_build_has_one_runtime_core():
     assert result.status is Status.PASS, result.reason
     assert result.measured["owners"]["AOTI shim layer"] == [SHIMS]
     assert result.measured["owners"]["logging"] == [PORTABLE]
+    assert result.measured["layout"] == "before 1.5"
 
 
 def test_the_unpatched_build_carries_the_aoti_shims_twice():
@@ -57,29 +89,174 @@ def test_the_unpatched_build_carries_the_aoti_shims_twice():
 
 
 def test_a_library_that_no_longer_loads_the_other_is_judged_alone():
-    """The rule is per load group: without the DT_NEEDED edge the two copies never meet."""
+    """Before 1.5 the rule is per load scope: without the DT_NEEDED edge the two copies never meet, and are named."""
     shims, portable = cuda_build("unpatched").items
     apart = dataclasses.replace(portable, needed=tuple(n for n in portable.needed if n != "libaoti_cuda_shims.so"))
-    assert run(shipped.Libraries((shims, apart), ())).status is Status.PASS
+    result = run(shipped.Libraries((shims, apart), ()))
+    assert result.status is Status.PASS, result.reason
+    assert result.reason.endswith("AOTI shim layer in libaoti_cuda_shims and _portable_lib")
 
+
+def test_a_dt_needed_cycle_has_no_root_and_is_judged_all_the_same():
+    """The shims made to need the extension back: no library is needed by none, as in a cycle of two."""
+    shims, portable = cuda_build("unpatched").items
+    cycle = shipped.Libraries((needing(shims, "_portable_lib.cpython-312-x86_64-linux-gnu.so"), portable), ())
+    result = run(cycle)
+    assert result.status is Status.FAIL
+    assert "libaoti_cuda_shims.so and _portable_lib.cpython-312-x86_64-linux-gnu.so each define the AOTI shim layer" in result.reason
+
+
+def test_a_cycle_of_two_real_libraries_that_both_carry_the_backend_registry(wheel_1_2_0):
+    """PyPI's 1.2.0: the QNN backend library and selective_build each carry logging, platform layer and
+    backend registry. Apart they pass; made to need each other (a cycle, no root), they fail."""
+    paths = ("executorch/backends/qualcomm/libqnn_executorch_backend.so",
+             "executorch/codegen/tools/selective_build.cpython-312-x86_64-linux-gnu.so")
+    with zipfile.ZipFile(wheel_1_2_0) as archive:
+        qnn, selective = (elf.read_library(p, archive.read(p)) for p in paths)
+    assert run(shipped.Libraries((qnn, selective), ())).status is Status.PASS
+    cycle = shipped.Libraries((needing(qnn, "selective_build.cpython-312-x86_64-linux-gnu.so"),
+                               needing(selective, "libqnn_executorch_backend.so")), ())
+    result = run(cycle)
+    assert result.status is Status.FAIL
+    assert ("libqnn_executorch_backend.so and selective_build.cpython-312-x86_64-linux-gnu.so each define the "
+            "logging, platform layer, backend registry") in result.reason
+
+
+# --- weak definitions -----------------------------------------------------------------------
+
+def test_a_weak_definition_is_read_apart_and_unique_ones_not_at_all():
+    data = extract("unpatched", PORTABLE)
+    strong = elf.read_library(PORTABLE, data)
+    weak = elf.read_library(PORTABLE, rebound(data, "aoti_torch_", 2))  # STB_WEAK
+    unique = elf.read_library(PORTABLE, rebound(data, "aoti_torch_", 10))  # STB_GNU_UNIQUE: one per process
+    shims_of = lambda names: {n for n in names if n.startswith("aoti_torch_")}
+    assert shims_of(strong.defined) and not shims_of(strong.weak_defined)
+    assert shims_of(weak.weak_defined) == shims_of(strong.defined) and not shims_of(weak.defined)
+    assert not shims_of(unique.defined) and not shims_of(unique.weak_defined)
+
+
+def test_a_weak_second_definer_is_a_second_copy():
+    """The unpatched extension with its AOTI shims made weak: the loader binds a weak definition as a global one."""
+    weak = rebound(extract("unpatched", PORTABLE), "aoti_torch_", 2)
+    result = run(cuda_build("unpatched", **{PORTABLE: weak}))
+    assert result.status is Status.FAIL
+    assert ("libaoti_cuda_shims.so and _portable_lib.cpython-312-x86_64-linux-gnu.so (weak) each define the "
+            "AOTI shim layer") in result.reason
+    assert result.measured["weak"] == {"AOTI shim layer": [PORTABLE]}
+
+
+def test_pypi_1_2_0_defines_its_bundled_thread_pool_weak(wheel_1_2_0):
+    wheel = read_wheel(wheel_1_2_0)
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.measured["weak"]["bundled thread pool"] == [
+        "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so",
+        "executorch/extension/training/pybindings/_training_lib.cpython-312-x86_64-linux-gnu.so"]
+
+
+def test_every_function_the_components_name_is_kept_from_the_symbol_table():
+    for component in owners.COMPONENTS:
+        for function in component.functions:
+            assert owners.symbol_prefix(function).startswith(elf.CORE_SYMBOL_PREFIXES), (component.name, function)
+
+
+def test_symbol_prefixes():
+    assert elf.mangled_prefix("executorch::runtime::register_backend") == "_ZN10executorch7runtime16register_backendE"
+    assert owners.symbol_prefix("executorch::etdump::ETDumpGen::ETDumpGen") == "_ZN10executorch6etdump9ETDumpGenC"
+    assert owners.symbol_prefix("pthreadpool_create") == "pthreadpool_create"
+
+
+# --- before 1.5: PyPI's wheels ----------------------------------------------------------------
 
 def test_pypi_1_2_0_carries_the_core_in_libraries_that_load_together(wheel_1_2_0):
     wheel = read_wheel(wheel_1_2_0)
-    result = shipped.check_runtime_core(wheel, ROWS["cpu_x86_64"], shipped.read_libraries(wheel))
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
     assert result.status is Status.FAIL
     assert ("libqnn_executorch_backend.so and libcustom_ops_aot_lib.so each define the logging, platform layer, "
             "backend registry (loaded together through libcustom_ops_aot_lib.so)") in result.reason
 
 
-def test_pypi_1_5_1_has_its_core_in_libexecutorch_alone(wheel_x86_64):
-    wheel = read_wheel(wheel_x86_64)
-    result = shipped.check_runtime_core(wheel, ROWS["cpu_x86_64"], shipped.read_libraries(wheel))
+@pytest.fixture(scope="module")
+def pypi_1_4_1():
+    return read_wheel(pypi_wheel("x86_64", "1.4.1"))
+
+
+@pytest.fixture(scope="module")
+def pypi_1_4_1_aarch64():
+    return read_wheel(pypi_wheel("aarch64", "1.4.1"))
+
+
+def test_pypi_1_4_1_names_the_copies_its_training_module_carries(pypi_1_4_1):
+    result = owners.check_runtime_core(pypi_1_4_1, CPU_ROW, shipped.read_libraries(pypi_1_4_1))
+    assert result.status is Status.FAIL  # the LLM and quantized-op libraries load the QNN library's core with their own
+    assert "thread pool, XNNPACK delegate, XNNPACK runtime in _portable_lib and _training_lib" in result.reason
+    training = "executorch/extension/training/pybindings/_training_lib.cpython-311-x86_64-linux-gnu.so"
+    assert all(training in result.measured["owners"][c] for c in ("thread pool", "XNNPACK delegate", "XNNPACK runtime"))
+
+
+@pytest.mark.network
+def test_pypi_1_4_1_aarch64_passes_its_modules_apart(pypi_1_4_1_aarch64):
+    """Copies in modules Python loads apart are not failed before 1.5 (docs/releases.md: measured on 1.4.1)."""
+    result = owners.check_runtime_core(pypi_1_4_1_aarch64, ROWS["cpu_aarch64"], shipped.read_libraries(pypi_1_4_1_aarch64))
     assert result.status is Status.PASS, result.reason
-    assert all(paths == ["executorch/lib/libexecutorch.so"] for c, paths in result.measured["owners"].items() if paths)
+    assert result.reason.startswith("each runtime component has one definer among the libraries that load together")
+    assert "thread pool, XNNPACK delegate, XNNPACK runtime in _portable_lib and _training_lib" in result.reason
 
 
-def test_mangled_prefix_of_a_nested_name():
-    assert elf.mangled_prefix("executorch::runtime::register_backend") == "_ZN10executorch7runtime16register_backendE"
+# --- from 1.5 on: one owner in the whole wheel ----------------------------------------------------
+
+def test_pypi_1_5_1_has_each_component_in_its_owner(wheel_x86_64):
+    wheel = read_wheel(wheel_x86_64)
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.PASS, result.reason
+    assert result.measured["layout"] == "1.5"
+    for component, paths in result.measured["owners"].items():
+        assert paths == [owners.BY_NAME[component].owner], component
+    assert result.measured["owners"]["thread pool"] == [THREADPOOL]
+    # The export-side quantized library carries the kernels it registers into torch (upstream's one exception).
+    assert result.measured["export_copies"] == {"quantized kernels": ["executorch/kernels/quantized/libquantized_ops_aot_lib.so"]}
+
+
+def with_files(slim, tmp_path, *, add, drop=()):
+    return read_wheel(rewrite_wheel(slim, tmp_path, add=add, drop=drop))
+
+
+def member(wheel_path, name: str) -> bytes:
+    with zipfile.ZipFile(wheel_path) as archive:
+        return archive.read(name)
+
+
+def test_a_private_copy_that_nothing_loads_fails_from_1_5(slim_x86_64, tmp_path):
+    """1.5.1 with its thread pool library copied beside the extension (no library needs the copy):
+    the 1.5 layout fails it; judged as a release before 1.5, the same files pass and name it."""
+    private = "executorch/extension/pybindings/libprivate_threadpool.so"
+    wheel = with_files(slim_x86_64, tmp_path, add={private: member(slim_x86_64, THREADPOOL)})
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert ("two copies of the runtime's state in one process: libprivate_threadpool.so and libexecutorch_threadpool.so "
+            "each define the thread pool, bundled thread pool (one owner in the 1.5 layout: libexecutorch_threadpool.so)"
+            ) == result.reason
+    as_1_4 = dataclasses.replace(wheel, version=Version("1.4.1"))
+    before = owners.check_runtime_core(as_1_4, CPU_ROW, shipped.read_libraries(wheel))
+    assert before.status is Status.PASS and "in libprivate_threadpool and libexecutorch_threadpool" in before.reason
+
+
+def test_a_component_outside_its_owner_fails_from_1_5(slim_x86_64, tmp_path):
+    """1.5.1 with the thread pool library moved out of executorch/lib: one definer, not the owner."""
+    moved = "executorch/extension/pybindings/libthreadpool.so"
+    wheel = with_files(slim_x86_64, tmp_path, add={moved: member(slim_x86_64, THREADPOOL)}, drop=(THREADPOOL,))
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert result.reason == ("a runtime component outside its owner: libthreadpool.so defines the thread pool, "
+                             f"bundled thread pool, which the 1.5 layout puts in {THREADPOOL}")
+
+
+def test_only_an_export_side_library_may_carry_its_own_kernels(slim_x86_64, tmp_path):
+    """A copy of the runtime's quantized kernels in a library that does not link torch is a second registration."""
+    copy = "executorch/extension/pybindings/libquantized_copy.so"
+    wheel = with_files(slim_x86_64, tmp_path, add={copy: member(slim_x86_64, "executorch/lib/libexecutorch_kernels_quantized.so")})
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert "libquantized_copy.so and libexecutorch_kernels_quantized.so each define the quantized kernels" in result.reason
 
 
 # --- the CUDA layouts, on the real CUDA build's file list ------------------------------------
