@@ -148,6 +148,26 @@ def true_tag(policies: WheelPolicies, needs: dict[str, set[str]]) -> str:
     return policies.versioned_symbols_policy(needs).name
 
 
+def honest_tag(libraries: Libraries) -> tuple[str | None, list[str]]:
+    """The manylinux tag auditwheel's policy gives for what the ELF files need (None if their
+    architectures are none or several), and the newest version of each family they need."""
+    from auditwheel.architecture import Architecture
+    from auditwheel.libc import Libc
+    from auditwheel.policy import WheelPolicies
+
+    shipped = _shipped_names(libraries)
+    needs: dict[str, set[str]] = {}
+    for lib in libraries.items:
+        for soname, versions in external_versions(lib, shipped).items():
+            needs.setdefault(soname, set()).update(versions)
+    newest = newest_per_family(v for versions in needs.values() for v in versions)
+    architectures = {lib.architecture for lib in libraries.items}
+    if len(architectures) != 1 or None in architectures:
+        return None, newest
+    policies = WheelPolicies(libc=Libc.GLIBC, arch=Architecture(architectures.pop()))
+    return true_tag(policies, needs), newest
+
+
 def check_platform_tag(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """Every ELF file needs no symbol version newer, and no symbol other, than its platform tag's policy allows."""
     name = PLATFORM_TAG.name

@@ -43,9 +43,12 @@ def shaped(wheel_1_2_0, tmp_path_factory):
 @pytest.mark.slow
 def test_it_says_each_change(shaped):
     wheel, out = shaped
-    assert wheel.filename == "executorch-1.2.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    # The tag auditwheel's policy gives for the newest versions its files need, not a default.
+    assert ("release-shape: the ELF files need GLIBC_2.27, GLIBCXX_3.4.22, CXXABI_1.3.11, GCC_3.4: auditwheel's policy for "
+            "that is manylinux_2_27_x86_64") in out
+    assert wheel.filename == "executorch-1.2.0+cu130-cp312-cp312-manylinux_2_27_x86_64.whl"
     assert "release-shape: METADATA: Version 1.2.0 -> 1.2.0+cu130; added Requires-Dist: nvidia-cuda-runtime<14,>=13; platform_system == \"Linux\"" in out
-    assert "release-shape: WHEEL: Tag cp312-cp312-linux_x86_64 -> cp312-cp312-manylinux_2_28_x86_64" in out
+    assert "release-shape: WHEEL: Tag cp312-cp312-linux_x86_64 -> cp312-cp312-manylinux_2_27_x86_64" in out
     line = next(l for l in out.splitlines() if l.startswith("release-shape: RUNPATH executorch/extension/pybindings/_portable_lib"))
     assert "/__w/executorch" in line.split(" -> ")[0] and line.split(" -> ")[1] == "$ORIGIN/../../../torch/lib:$ORIGIN/../../backends/qualcomm"
 
@@ -69,3 +72,19 @@ def test_a_labelled_wheel_is_refused(shaped, tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf()],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.strip() == f"ERROR: {wheel.filename} already has a local label; pass the raw build"
+
+
+@pytest.mark.slow
+def test_a_forced_older_tag_is_said_and_fails_the_gates_platform_tag_check(wheel_1_2_0, tmp_path):
+    from smoke import policy
+
+    raw = tmp_path / "executorch-1.2.0-cp312-cp312-linux_x86_64.whl"
+    shutil.copy(wheel_1_2_0, raw)
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(raw), str(tmp_path / "out"), "--patchelf", patchelf(),
+                           "--platform", "manylinux_2_17_x86_64"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("release-shape: WARNING: --platform manylinux_2_17_x86_64 replaces manylinux_2_27_x86_64, the tag the libraries "
+            "allow; if it is older, the gate's platform tag check fails the wheel") in proc.stdout
+    wheel = read_wheel(proc.stdout.strip().splitlines()[-1])
+    result = policy.check_platform_tag(wheel, CUDA_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL and "which manylinux_2_17_x86_64 does not allow: the tag would be manylinux_2_27_x86_64" in result.reason
