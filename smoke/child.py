@@ -13,6 +13,7 @@ Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import subprocess
 import sys
@@ -36,14 +37,24 @@ def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_
     helper = start_export_process(row, workdir) if exports.parallel(parallel_exports, overlap) else None
     imports = start_extensions_process(workdir) if overlap else None  # beside the exports; collected last
     try:
-        _gate(row, workdir, rec, started, helper, imports)
+        try:
+            _gate(row, workdir, rec, started, helper)
+        except FailFast:
+            raise
+        except Exception:
+            # The child's own checks broke off (the runtime does not import, say): the imports'
+            # verdict, naming the module and the loader's message, is recorded all the same.
+            with contextlib.suppress(FailFast):
+                rec.check(collect_imports(imports, workdir))
+            raise
+        rec.check(collect_imports(imports, workdir))
     finally:
         for process in (started, helper, imports):
             proc.end(process)
 
 
 def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
-          helper: subprocess.Popen | None = None, imports: subprocess.Popen | None = None) -> None:
+          helper: subprocess.Popen | None = None) -> None:
     with rec.phase(IMPORT_PHASE):
         import torch
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
@@ -117,8 +128,6 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
             rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
     else:
         rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
-
-    rec.check(collect_imports(imports, workdir))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,8 @@ _IMPORT = textwrap.dedent("""
             first = first.__cause__ or first.__context__
         if first is not exc:
             error += f" (from {said(first)})"
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if not f.filename.startswith("<") and f.filename != importlib.__file__]
         if frames:
             site = sysconfig.get_paths()["purelib"]
             where = frames[-1].filename
