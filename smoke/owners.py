@@ -186,6 +186,11 @@ def _group(found: dict[str, Definers]) -> dict[Definers, list[str]]:
     return grouped
 
 
+def _excused(library: elf.Library, component: str) -> bool:
+    """An export-side library's own copy of a component that allows one (a kernel set)."""
+    return BY_NAME[component].export_copy and export_side(library)
+
+
 def scope_problems(groups: dict[str, list[elf.Library]], defines: dict[str, dict[str, bool]]) -> list[str]:
     """Each set of libraries that load together (``load_groups``) and define the same components, with those components."""
     problems: dict[Definers, tuple[list[str], str]] = {}
@@ -198,10 +203,6 @@ def scope_problems(groups: dict[str, list[elf.Library]], defines: dict[str, dict
                     components.append(component)
     return [f"{_names(definers)} each define the {', '.join(components)} (loaded together through {_file(start)})"
             for definers, (components, start) in problems.items()]
-
-
-def _excused(library: elf.Library, component: str) -> bool:
-    return BY_NAME[component].export_copy and export_side(library)
 
 
 def split_problems(found: dict[str, Definers]) -> list[str]:
@@ -247,8 +248,8 @@ def check_runtime_core(wheel: Wheel | None, row: Row, libraries: Libraries) -> C
         "layout": str(SPLIT) if split else f"before {SPLIT}",
         "owners": {c: [path for path, _weak in d] for c, d in found.items()},
         "weak": {c: [path for path, weak in d if weak] for c, d in found.items() if any(weak for _path, weak in d)},
-        "export_copies": {c: sorted(lib.path for lib in loadable if _excused(lib, c) and c in defines[lib.path])
-                          for c in BY_NAME if any(_excused(lib, c) and c in defines[lib.path] for lib in loadable)},
+        "export_copies": {c: paths for c in BY_NAME
+                          if (paths := sorted(lib.path for lib in loadable if _excused(lib, c) and c in defines[lib.path]))},
         "libraries": len(libraries.items),
     }
     groups = load_groups(libraries)
