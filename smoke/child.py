@@ -25,6 +25,7 @@ from smoke.exports import PARALLEL_LABEL, collect_export, export_here, start_exp
 from smoke.extensions import collect as collect_imports, start_extensions_process
 from smoke.models import check_run, models, registered_backends, weight_matrix_bytes
 from smoke.negative import negative_control, start_negative_process
+from smoke.portable import PHASE as PORTABLE_PHASE, check_portable
 from smoke.pipeline import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS, load_phase
 from smoke.record import FailFast, Recorder
 from smoke.results import CheckResult, Status, skipped
@@ -128,6 +129,10 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
             rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
     else:
         rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
+
+    # No device needed: the kernels run on the CPU on every row, so this never skips.
+    with rec.phase(PORTABLE_PHASE):
+        rec.check(check_portable(workdir / "portable"))
 
 
 def main(argv: list[str] | None = None) -> int:

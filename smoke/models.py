@@ -63,10 +63,10 @@ def run_program(pte: Path, ptd: Path | None, example) -> list:
     return [out.detach().cpu() if hasattr(out, "detach") else out for out in outputs]
 
 
-def compare(label: str, outputs: list, expected, loaded_with: str = "its data file") -> CheckResult:
+def compare(label: str, outputs: list, expected, loaded_with: str = "its data file", name: str | None = None) -> CheckResult:
     import torch
 
-    name = RUN.of(label)
+    name = name or RUN.of(label)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     if len(outputs) != len(expected):
         return failed(name, f"returned {len(outputs)} outputs, eager returns {len(expected)}")

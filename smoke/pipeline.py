@@ -48,10 +48,12 @@ DATA_FILE = Check("data file", CHILD, 40, per_model=True)
 WEIGHTS = Check("weights in the data file", CHILD, 50)
 RUN = Check("run with data file", CHILD, 60, per_model=True)
 NEGATIVE = Check("negative control (weighted, no data file)", CHILD, 70)
+# A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.portable).
+PORTABLE = Check("portable kernels", CHILD, 75)
 # Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.extensions).
 EXTENSIONS = Check("extension modules import", CHILD, 80)
 CHILD_PROCESS = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, EXTENSIONS, CHILD_PROCESS)
+CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
 IMPORT_PHASE = "import torch and executorch"
@@ -63,7 +65,7 @@ def load_phase(model: str) -> str:
 
 
 # The checks a row that must execute may not skip: a skip there is work that did not happen.
-MUST_EXECUTE = (*RUN.names(), NEGATIVE.name)
+MUST_EXECUTE = (*RUN.names(), NEGATIVE.name, PORTABLE.name)
 
 
 def common() -> tuple[Check, ...]:

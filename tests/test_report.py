@@ -35,9 +35,10 @@ def test_json_report_follows_the_schema_and_junit_has_one_case_per_check(tmp_pat
     json_path, xml_path = report.write(run, tmp_path)
     data = json.loads(json_path.read_text())
     jsonschema.validate(data, SCHEMA)
-    assert data["verdict"] == "fail" and data["counts"] == {"pass": 3, "fail": 1, "skip": 1}
+    # CUDA build, data file (weighted) and each MUST_EXECUTE check: one failed, one skipped
+    assert data["verdict"] == "fail" and data["counts"] == {"pass": len(MUST_EXECUTE), "fail": 1, "skip": 1}
     suite = ET.parse(xml_path).getroot().find("testsuite")
-    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    assert suite.get("tests") == str(2 + len(MUST_EXECUTE)) and suite.get("failures") == "1" and suite.get("skipped") == "1"
     cases = {case.get("name"): case for case in suite.findall("testcase")}
     assert list(cases) == [c["name"] for c in data["checks"]]
     assert cases["CUDA build"].find("failure").get("message") == "CUDA build broke"
