@@ -76,11 +76,38 @@ def shipped_modules(distribution: str = DISTRIBUTION) -> list[str]:
     return sorted({name for f in files if (name := module_name(str(f))) is not None})
 
 
-def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S) -> dict:
+def torch_outside() -> str | None:
+    """torch's library folder when torch is not in this environment's site-packages (``--torch-from``:
+    a ``.pth`` file leads to another environment's), else None.
+
+    The wheel's libraries reach torch's through ``$ORIGIN/../../../torch/lib``, which exists only where
+    pip put torch beside them. With torch elsewhere, that folder stands in for site-packages' own, given to
+    these imports' loader (and only to theirs) as LD_LIBRARY_PATH: ``libraries resolve`` has checked that
+    each library's RUNPATH leads into torch/, and ``dependency libraries installed`` that the files are there.
+    """
+    import importlib.util
+    import os
+    import sysconfig
+
+    spec = importlib.util.find_spec("torch")  # finds the package without running it
+    if spec is None or spec.origin is None:
+        return None
+    folder = os.path.dirname(os.path.realpath(spec.origin))
+    sites = {os.path.realpath(sysconfig.get_paths()[key]) for key in ("purelib", "platlib")}
+    if os.path.dirname(folder) in sites:
+        return None
+    return os.path.join(folder, "lib")
+
+
+def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S, torch_lib: str | None = None) -> dict:
     """Import one module in a fresh ``python -I``; its outcome as data: ``error`` is None when it imported."""
+    import os
+
     start = time.monotonic()
+    env = {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
     try:
-        ran = proc.run([sys.executable, "-I", "-c", _IMPORT, module], what=f"importing {module}", timeout=timeout, check=False)
+        ran = proc.run([sys.executable, "-I", "-c", _IMPORT, module], what=f"importing {module}", timeout=timeout, check=False,
+                       env=env)
     except GateError as exc:  # could not start, or ran past its limit
         return {"module": module, "error": str(exc), "seconds": round(time.monotonic() - start, 3)}
     seconds = round(time.monotonic() - start, 3)
@@ -103,8 +130,9 @@ def extensions_main(out: Path) -> int:
     except metadata.PackageNotFoundError as exc:
         out.write_text(json.dumps({"error": f"{DISTRIBUTION} is not installed ({exc})"}))
         return 0
-    outcomes = [import_alone(module) for module in modules]
-    out.write_text(json.dumps({"outcomes": outcomes, "seconds": round(time.monotonic() - start, 3)}))
+    torch_lib = torch_outside()
+    outcomes = [import_alone(module, torch_lib=torch_lib) for module in modules]
+    out.write_text(json.dumps({"outcomes": outcomes, "seconds": round(time.monotonic() - start, 3), "torch_lib": torch_lib}))
     return 0
 
 
@@ -127,22 +155,24 @@ def collect(started: subprocess.Popen | None, workdir: Path) -> CheckResult:
                             f"{proc.file_tail(workdir / 'extensions.log')}")
     if "error" in verdict:
         return failed(name, verdict["error"])
-    return judge(verdict["outcomes"], verdict["seconds"])
+    return judge(verdict["outcomes"], verdict["seconds"], verdict.get("torch_lib"))
 
 
-def judge(outcomes: list[dict], seconds: float) -> CheckResult:
+def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None) -> CheckResult:
     name = EXTENSIONS.name
     modules = [o["module"] for o in outcomes]
     broken = [o for o in outcomes if o["error"] is not None]
     measured = {"modules": modules, "imported": len(outcomes) - len(broken), "seconds": seconds,
-                "failed": {o["module"]: o["error"] for o in broken}}
+                "failed": {o["module"]: o["error"] for o in broken}, "torch_lib_stand_in": torch_lib}
+    # Said in the line: these imports' loader was given torch's folder, which pip would have put in site-packages.
+    stand_in = f"; torch is outside site-packages, so {torch_lib} stood in for site-packages/torch/lib" if torch_lib else ""
     if not outcomes:
         return skipped(name, f"the installed {DISTRIBUTION} ships no extension module (*.cpython-*.so, *.abi3.so)", **measured)
     if broken:
         said = "; ".join(f"{o['module']}: {o['error']}" for o in broken)
-        return failed(name, f"{len(broken)} of {len(outcomes)} do not import in a clean environment: {said}", **measured)
+        return failed(name, f"{len(broken)} of {len(outcomes)} do not import in a clean environment{stand_in}: {said}", **measured)
     return passed(name, f"all {len(outcomes)} import, each in a process of its own with a clean loader environment "
-                        f"({seconds:.1f} s): {', '.join(modules)}", **measured)
+                        f"({seconds:.1f} s){stand_in}: {', '.join(modules)}", **measured)
 
 
 if __name__ == "__main__":

@@ -133,11 +133,14 @@ def too_new(needs: dict[str, set[str]], policy: Policy) -> list[str]:
 FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")  # the order a message names them in; others after
 
 
-def newest_per_family(versions) -> list[str]:
-    """The newest version of each family: [GLIBC_2.27, GLIBCXX_3.4.22, CXXABI_1.3.11]."""
+def newest_per_family(versions, governed=None) -> list[str]:
+    """The newest version of each family: [GLIBC_2.27, GLIBCXX_3.4.22, CXXABI_1.3.11]; with ``governed``,
+    of the families a policy governs only (a library's own version names, libcudart.so.13, are not)."""
     newest: dict[str, str] = {}
     for version in versions:
         family = _version_key(version)[0]
+        if governed is not None and family not in governed:
+            continue
         if family not in newest or _version_key(version) > _version_key(newest[family]):
             newest[family] = version
     return [newest[f] for f in sorted(newest, key=lambda f: (FAMILIES.index(f) if f in FAMILIES else len(FAMILIES), f))]
@@ -160,11 +163,11 @@ def honest_tag(libraries: Libraries) -> tuple[str | None, list[str]]:
     for lib in libraries.items:
         for soname, versions in external_versions(lib, shipped).items():
             needs.setdefault(soname, set()).update(versions)
-    newest = newest_per_family(v for versions in needs.values() for v in versions)
     architectures = {lib.architecture for lib in libraries.items}
     if len(architectures) != 1 or None in architectures:
-        return None, newest
+        return None, newest_per_family(v for versions in needs.values() for v in versions)
     policies = WheelPolicies(libc=Libc.GLIBC, arch=Architecture(architectures.pop()))
+    newest = newest_per_family((v for versions in needs.values() for v in versions), policies.highest.symbol_versions)
     return true_tag(policies, needs), newest
 
 
@@ -197,7 +200,8 @@ def check_platform_tag(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
             for soname, symbols in judged.policy.blacklist.items():
                 if soname in lib.needed and (used := sorted(symbols & lib.undefined)):
                     problems.append(f"{lib.path} uses {', '.join(used[:3])} of {soname}, which {tag} does not allow")
-    measured["newest"] = newest_per_family(v for versions in everything.values() for v in versions)
+    governed = tag_policy(tags[0]).policies.highest.symbol_versions
+    measured["newest"] = newest_per_family((v for versions in everything.values() for v in versions), governed)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)

@@ -165,3 +165,27 @@ def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_li
     assert report["loader_environment"] == {"removed": ["LD_LIBRARY_PATH", "PYTHONSTARTUP"], "driver_folders": []}
     check = next(c for c in report["checks"] if c["name"] == "extension modules import")
     assert check["status"] == "fail" and check["measured"]["imported"] == 5
+
+
+def test_torch_from_another_environment_stands_in_for_site_packages_and_says_so(tmp_path):
+    # --torch-from: a .pth leads to another environment's torch, which $ORIGIN/../../../torch/lib cannot reach.
+    import subprocess
+    import sys
+
+    from smoke import extensions
+    from tests.helpers import REPO
+
+    other = tmp_path / "other-env"
+    (other / "torch").mkdir(parents=True)
+    (other / "torch" / "__init__.py").write_text("")
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.extensions import torch_outside; print(torch_outside())"
+    ran = subprocess.run([sys.executable, "-c", code, str(other)], capture_output=True, text=True, cwd=REPO)
+    assert ran.stdout.strip() == str(other / "torch" / "lib"), ran.stderr
+    # Here torch is pip-installed beside the rest: nothing stands in.
+    ran = subprocess.run([sys.executable, "-c", "from smoke.extensions import torch_outside; print(torch_outside())"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert ran.stdout.strip() == "None", ran.stderr
+    result = extensions.judge([{"module": "executorch.extension.pybindings._portable_lib", "error": None, "seconds": 1.0}], 1.0,
+                              "/opt/torch/.venv/lib/python3.12/site-packages/torch/lib")
+    assert ("; torch is outside site-packages, so /opt/torch/.venv/lib/python3.12/site-packages/torch/lib stood in for "
+            "site-packages/torch/lib: executorch.extension.pybindings._portable_lib") in result.reason
