@@ -194,3 +194,26 @@ def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(
     assert result.status is Status.FAIL
     assert ("executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so needs libtorch_python.so, not in torch/lib "
             "of the installed torch") in result.reason
+
+
+# --- real libraries built on the H200 (glibc 2.39): tests/data/cuda-executorch-1.2.0/h200-glibc-2.39--* --------
+
+H200_BUILD = DATA / "cuda-executorch-1.2.0"
+
+
+def test_the_h200_builds_portable_lib_needs_glibc_2_38_so_manylinux_2_28_is_false():
+    from smoke import elf
+
+    path = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
+    lib = elf.read_library(path, (H200_BUILD / f"h200-glibc-2.39--{path.replace('/', '--')}").read_bytes())
+    judged = policy.tag_policy("manylinux_2_28_x86_64")
+    needs = policy.external_versions(lib, shipped=set())
+    assert policy.newest_per_family(policy.too_new(needs, judged.policy)) == ["GLIBC_2.38"]
+    assert policy.true_tag(judged.policies, needs) == "manylinux_2_38_x86_64"
+    assert policy.too_new(needs, policy.tag_policy("manylinux_2_38_x86_64").policy) == []
+    # The AOTI shims of the same build: the libstdc++ of Ubuntu 24.04 (GLIBCXX_3.4.29 is GCC 11's).
+    path = "executorch/backends/cuda/libaoti_cuda_shims.so"
+    shims = elf.read_library(path, (H200_BUILD / f"h200-glibc-2.39--{path.replace('/', '--')}").read_bytes())
+    needs = policy.external_versions(shims, shipped=set())
+    assert policy.newest_per_family(policy.too_new(needs, judged.policy)) == ["GLIBCXX_3.4.29"]
+    assert policy.true_tag(judged.policies, needs) == "manylinux_2_34_x86_64"
