@@ -113,10 +113,11 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     return finish(run, options, work, start)
 
 
-def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options) -> bool:
-    """The checks on the wheel file itself (``smoke.shipped``); False when fail-fast stops the run."""
+def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shipped.Libraries | None = None) -> bool:
+    """The checks on the wheel file itself (``smoke.shipped``); False when fail-fast stops the run.
+    ``libraries``: the wheel's ELF files already read (``inspect`` reads them once for all its rows)."""
     with phase(run, "checking what the wheel ships"):
-        run.libraries = shipped.read_libraries(wheel)
+        run.libraries = libraries if libraries is not None else shipped.read_libraries(wheel)
         for check in pipeline.for_row(row, pipeline.FILE):
             result = emit(run, pipeline.run_check(check, wheel, row, run.libraries))
             if not result and options.fail_fast:

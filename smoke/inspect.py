@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from smoke import gate, report, wheel as wheels
+from smoke import gate, report, shipped, wheel as wheels
 from smoke.console import say
 from smoke.options import Options
 from smoke.report import Run
@@ -36,9 +36,10 @@ def inspect(options: Options, names: list[str]) -> int:
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
              f"read in {time.monotonic() - start:.2f} s; rows: {', '.join(r.name for r in rows)}")
     codes = []
+    libraries = shipped.read_libraries(wheel)  # once: every row judges the same files
     for row in rows:
         row_start = time.monotonic()
         run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
-        gate.file_checks(run, row, wheel, options)
+        gate.file_checks(run, row, wheel, options, libraries)
         codes.append(gate.finish(run, options, None, row_start))
     return max(codes)

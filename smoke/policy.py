@@ -19,6 +19,7 @@ A FAIL names the file, what it needs and, for a tag, the tag that would be true.
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
 import re
@@ -66,6 +67,7 @@ def linux_tags(wheel: Wheel) -> list[str]:
     return sorted({tag.platform for tag in wheel.tags if tag.platform.startswith(("manylinux", "musllinux", "linux_"))})
 
 
+@functools.lru_cache(maxsize=None)  # one platform tag's policy table is read once per process
 def tag_policy(tag: str) -> TagPolicy:
     """auditwheel's policy for one platform tag (its legacy aliases too: manylinux2014 is manylinux_2_17)."""
     from auditwheel.architecture import Architecture
