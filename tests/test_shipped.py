@@ -347,6 +347,7 @@ def test_every_public_release_runpath_fails_only_for_the_build_machine(release):
     wheel = read_wheel(pypi_wheel("x86_64", release))
     result = check(shipped.check_library_runpath, wheel, CPU_ROW)
     problems = result.measured.get("problems", [])
-    assert all("(an absolute path)" in p or "(a build-tree folder)" in p for p in problems), problems
+    # (1.1.0 to 1.3.1 also end an entry list with ':', an empty entry: the working directory)
+    assert all("(an absolute path)" in p or "(a build-tree folder)" in p or "empty entr" in p for p in problems), problems
     assert not any("outside the environment" in p for p in problems)
     assert (result.status is Status.PASS) == (Version(release) >= Version("1.4.1")), result.reason
