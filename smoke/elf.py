@@ -83,6 +83,7 @@ def read_library(path: str, data: bytes) -> Library:
         from auditwheel.elfutils import elf_find_versioned_symbols
         from auditwheel.lddtree import _get_platform  # pinned auditwheel (requirements-gate.txt): its one ELF-header reader
         from elftools.common.exceptions import ELFError
+        from elftools.construct.core import ConstructError
         from elftools.elf.elffile import ELFFile
     except ImportError as exc:
         from smoke.errors import MissingTool
@@ -118,7 +119,10 @@ def read_library(path: str, data: bytes) -> Library:
             "architecture": architecture,
             "isa_level": isa.value if isa is not None else None,
         }
-    except (ELFError, ValueError, KeyError, AttributeError, AssertionError, struct.error) as exc:
+    # pyelftools reports a malformed file through its own classes, its construct library's and Python's
+    # (a bad index, a missing terminator): each is the same finding, bytes the loader cannot read.
+    except (ELFError, ConstructError, ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError,
+            struct.error) as exc:
         raise ElfError(f"{path} is not a readable ELF file ({exc})") from exc
     # The loader ignores DT_RPATH when DT_RUNPATH is present.
     entries, tag = (runpath, "RUNPATH") if runpath else (rpath, "RPATH" if rpath else "")

@@ -217,3 +217,31 @@ def test_the_h200_builds_portable_lib_needs_glibc_2_38_so_manylinux_2_28_is_fals
     needs = policy.external_versions(shims, shipped=set())
     assert policy.newest_per_family(policy.too_new(needs, judged.policy)) == ["GLIBCXX_3.4.29"]
     assert policy.true_tag(judged.policies, needs) == "manylinux_2_34_x86_64"
+
+
+# --- the ELF reader fed hostile bytes ------------------------------------------------------------
+
+def test_a_real_library_with_any_bytes_changed_is_read_or_refused_as_elf_error_never_another_exception(slim_x86_64):
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+    from smoke import elf
+
+    with zipfile.ZipFile(slim_x86_64) as archive:
+        real = archive.read(THREADPOOL)
+
+    # The changes land where the headers, the dynamic section and the symbol tables are (the first 8 KB of
+    # this library): elsewhere is code, which the reader does not parse.
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.tuples(st.integers(0, 8000), st.integers(0, 255)), min_size=1, max_size=40),
+           st.integers(0, len(real)))
+    @example([(639, 96)], len(real))  # found here: pyelftools' construct raised ArrayError ('missing terminator')
+    def read(changes, length):
+        data = bytearray(real)
+        for offset, value in changes:
+            data[offset] = value
+        try:
+            elf.read_library(THREADPOOL, bytes(data[:length]))
+        except elf.ElfError:
+            pass  # the architecture check names it: "... is not a readable ELF file (...)"
+
+    read()
