@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from smoke import devicecode, pipeline, shipped  # noqa: E402
+from smoke import devicecode, shipped, stages  # noqa: E402
 from smoke.backends import cuda  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
 from smoke.wheel import read_wheel  # noqa: E402
@@ -64,7 +64,7 @@ def main(wheel_path: str, out: str) -> int:
                                     backend=dataclasses.replace(ROWS["cuda_x86_64"].backend, archs={"cu130": torch_archs}))
     results = {}
     for row in (torch_row, ROWS["cuda_x86_64"]):
-        result = pipeline.run_check(cuda.DEVICE_CODE, wheel, row, libraries)
+        result = stages.run_check(cuda.DEVICE_CODE, wheel, row, libraries)
         print(f"[{row.name}] {result.line()} ({result.seconds} s)")
         results[row.name] = result.to_json()
     Path(out, "device-code-on-torch.json").write_text(json.dumps({"library": chosen.name, "torch": torch.__version__,

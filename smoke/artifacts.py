@@ -23,15 +23,8 @@ from pathlib import Path
 
 from flatbuffers.table import Table
 
-
-class ArtifactError(ValueError):
-    """A file is not a well-formed .pte or .ptd."""
-
-
-# A table's field N lives at vtable slot 4 + 2 * N.
-def _slot(index: int) -> int:
-    return 4 + 2 * index
-
+from smoke.backends import for_delegate
+from smoke.tables import ArtifactError, data_segments, guard, root, slot, string, ubytes, uint, vector
 
 # program.fbs field indices.
 _PROGRAM_EXECUTION_PLAN = 1
@@ -56,8 +49,6 @@ _NAMED_DATA_SEGMENT = 1
 # flat_tensor.fbs field indices.
 _FLAT_TENSOR_SEGMENTS = 1
 _FLAT_TENSOR_NAMED_DATA = 2
-_SEGMENT_OFFSET = 0
-_SEGMENT_SIZE = 1
 
 
 _PTE_IDENTIFIER = b"ET12"
@@ -113,65 +104,6 @@ class DataFile:
         return sum(blob.size for blob in self.blobs)
 
 
-def root(data: bytes, identifier: bytes, path: str) -> Table:
-    if len(data) < 8:
-        raise ArtifactError(f"{path!r} is {len(data)} B, too short for a FlatBuffer")
-    if data[4:8] != identifier:
-        raise ArtifactError(
-            f"{path!r} has file identifier {bytes(data[4:8])!r}, expected {identifier!r}"
-        )
-    (root,) = struct.unpack_from("<I", data, 0)
-    if root + 4 > len(data):
-        raise ArtifactError(f"{path!r}: root table offset {root} points past the end ({len(data)} B)")
-    return Table(bytearray(data), root)
-
-
-def string(table: Table, field: int) -> str:
-    offset = table.Offset(_slot(field))
-    return table.String(offset + table.Pos).decode() if offset else ""
-
-
-def vector(table: Table, field: int) -> list[Table]:
-    offset = table.Offset(_slot(field))
-    if not offset:
-        return []
-    start = table.Vector(offset)
-    items = []
-    for i in range(table.VectorLen(offset)):
-        items.append(Table(table.Bytes, table.Indirect(start + 4 * i)))
-    return items
-
-
-def _ubytes(table: Table, field: int) -> bytes:
-    """A [ubyte] field's bytes."""
-    offset = table.Offset(_slot(field))
-    if not offset:
-        return b""
-    start = table.Vector(offset)
-    return bytes(table.Bytes[start : start + table.VectorLen(offset)])
-
-
-def _segments(table: Table, field: int) -> list[tuple[int, int]]:
-    """A [DataSegment] field (program.fbs and flat_tensor.fbs alike) as (offset, size) pairs."""
-    return [(_uint(s, _SEGMENT_OFFSET, "<Q"), _uint(s, _SEGMENT_SIZE, "<Q")) for s in vector(table, field)]
-
-
-def _uint(table: Table, field: int, fmt: str) -> int:
-    offset = table.Offset(_slot(field))
-    if not offset:
-        return 0
-    return struct.unpack_from(fmt, table.Bytes, table.Pos + offset)[0]
-
-
-def _guard(path: str, read):
-    try:
-        return read()
-    except ArtifactError:
-        raise
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"{path!r} is damaged: an offset points outside the file ({exc})") from exc
-
-
 def _has_pte_header(data: bytes) -> bool:
     return len(data) >= 8 + _PTE_HEADER.size and data[8:12] == _PTE_HEADER_MAGIC
 
@@ -185,14 +117,14 @@ def _pte_header(data: bytes) -> tuple[int, int]:
     return program_size, base
 
 
-def _check_segments(data: bytes, program: Table, path: str) -> None:
+def _checkdata_segments(data: bytes, program: Table, path: str) -> None:
     """Every segment the program names (delegate blobs, constants, named data) lies inside the file.
 
     Without an extended header the runtime takes the whole file as the program and places
     segments from offset 0, so only empty segments can be meant (a partitioner that declined
     the model leaves one); a segment with bytes there would be read out of the program itself.
     """
-    segments = _segments(program, _PROGRAM_SEGMENTS)
+    segments = data_segments(program, _PROGRAM_SEGMENTS)
     if not segments:
         return
     if not _has_pte_header(data):
@@ -211,27 +143,25 @@ def _check_segments(data: bytes, program: Table, path: str) -> None:
 
 
 def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes:
-    offset = delegate.Offset(_slot(_DELEGATE_PROCESSED))
+    offset = delegate.Offset(slot(_DELEGATE_PROCESSED))
     if not offset:
         return b""
     reference = Table(delegate.Bytes, delegate.Indirect(delegate.Pos + offset))
-    location, index = _uint(reference, _DATA_REFERENCE_LOCATION, "<B"), _uint(reference, _DATA_REFERENCE_INDEX, "<I")
+    location, index = uint(reference, _DATA_REFERENCE_LOCATION, "<B"), uint(reference, _DATA_REFERENCE_INDEX, "<I")
     if location == 0:
-        return _ubytes(vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index], _INLINE_DATA)
-    offset, size = _segments(program, _PROGRAM_SEGMENTS)[index]
+        return ubytes(vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index], _INLINE_DATA)
+    offset, size = data_segments(program, _PROGRAM_SEGMENTS)[index]
     start = _pte_header(data)[1] + offset
     return data[start : start + size]
 
 
 def _compile_specs(delegate: Table) -> dict[str, bytes]:
-    return {string(spec, _COMPILE_SPEC_KEY): _ubytes(spec, _COMPILE_SPEC_VALUE) for spec in vector(delegate, _DELEGATE_COMPILE_SPECS)}
+    return {string(spec, _COMPILE_SPEC_KEY): ubytes(spec, _COMPILE_SPEC_VALUE) for spec in vector(delegate, _DELEGATE_COMPILE_SPECS)}
 
 
 def expected_keys(data: bytes, program: Table) -> tuple[str, ...] | None:
     """The named data the program's delegates fetch when it loads, from the program itself: each
     delegate's backend (``smoke.backends``) reads its own keys; a delegate of no known backend: None."""
-    from smoke.backends import for_delegate
-
     keys: list[str] = []
     for plan in vector(program, _PROGRAM_EXECUTION_PLAN):
         for delegate in vector(plan, _PLAN_DELEGATES):
@@ -265,10 +195,10 @@ def read_program(path: Path | str) -> Program:
             delegates = tuple(string(d, _DELEGATE_ID) for d in vector(plan, _PLAN_DELEGATES))
             plans.append(Plan(string(plan, _PLAN_NAME), delegates, ops))
         keys = tuple(string(n, _NAMED_DATA_KEY) for n in vector(program, _PROGRAM_NAMED_DATA))
-        _check_segments(data, program, path)
+        _checkdata_segments(data, program, path)
         return Program(path, len(data), tuple(plans), keys, expected_keys(data, program))
 
-    return _guard(path, read)
+    return guard(path, read)
 
 
 def read_data_file(path: Path | str) -> DataFile:
@@ -289,11 +219,11 @@ def read_data_file(path: Path | str) -> DataFile:
             raise ArtifactError(
                 f"{path!r}: header says segments end at byte {base + seg_size}, the file is {len(data)} B"
             )
-        segments = _segments(table, _FLAT_TENSOR_SEGMENTS)
+        segments = data_segments(table, _FLAT_TENSOR_SEGMENTS)
         blobs = []
         for named in vector(table, _FLAT_TENSOR_NAMED_DATA):
             key = string(named, _NAMED_DATA_KEY)
-            index = _uint(named, _NAMED_DATA_SEGMENT, "<I")
+            index = uint(named, _NAMED_DATA_SEGMENT, "<I")
             if index >= len(segments):
                 raise ArtifactError(f"{path!r}: key {key!r} names segment {index}, there are {len(segments)}")
             offset, size = segments[index]
@@ -306,7 +236,7 @@ def read_data_file(path: Path | str) -> DataFile:
             blobs.append(NamedBlob(key, size, not any(payload)))
         return DataFile(path, len(data), length, fb_offset, fb_size, base, seg_size, tuple(blobs))
 
-    return _guard(path, read)
+    return guard(path, read)
 
 
 def read(path: Path | str) -> Program | DataFile:

@@ -30,14 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from smoke import pipeline, proc, wheel as wheels
+from smoke import proc, stages, wheel as wheels
 from smoke.errors import GateError, WrongPlatform
-from smoke.rows import ROWS
+from smoke.rows import ROWS, check_machine
 
 REPO = Path(__file__).resolve().parent.parent
-IMPORT = pipeline.IMPORT_PHASE
-EXPORTS = pipeline.EXPORT.names()
-LOADS = tuple(pipeline.load_phase(model) for model in pipeline.MODELS)
+IMPORT = stages.IMPORT_PHASE
+EXPORTS = stages.EXPORT.names()
+LOADS = tuple(stages.load_phase(model) for model in stages.MODELS)
 # Parent phases carry paths in their names; they are grouped by these prefixes.
 _PREFIXES = ("reading the wheel", "checking what the wheel ships", "building the environment", "probing the environment")
 
@@ -62,7 +62,7 @@ def time_reading(path: Path, repeats: int) -> dict[str, list[float]]:
         read.append(time.perf_counter() - t)
         t = time.perf_counter()
         try:
-            wheels.check_machine(wheels.read_wheel(path), other)
+            check_machine(wheels.read_wheel(path), other)
         except WrongPlatform:
             pass
         refuse.append(time.perf_counter() - t)

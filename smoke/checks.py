@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from smoke.artifacts import ArtifactError, missing_keys, read_data_file, read_program
-from smoke.pipeline import DATA_FILE, DELEGATE, WEIGHTS
 from smoke.results import CheckResult, failed, passed
+from smoke.stages import DATA_FILE, DELEGATE, WEIGHTS
 
 
 def check_delegated(label: str, pte: Path, delegate_id: str) -> CheckResult:

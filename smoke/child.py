@@ -25,11 +25,12 @@ from smoke.exports import PARALLEL_LABEL, collect_export, export_here, start_exp
 from smoke.extensions import collect as collect_imports, start_extensions_process
 from smoke.models import check_run, models, registered_backends, weight_matrix_bytes
 from smoke.negative import negative_control, start_negative_process
+from smoke.probe import probe
 from smoke.portable import PHASE as PORTABLE_PHASE, check_portable
-from smoke.pipeline import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS, load_phase
 from smoke.record import FailFast, Recorder
 from smoke.results import CheckResult, Status, skipped
 from smoke.rows import ROWS, Row
+from smoke.stages import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS, load_phase
 
 
 def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
@@ -67,8 +68,6 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     rec.write(kind="facts", **facts, device=device)
     # What the parent's environment checks judge (torch agrees, delegate registers, ...),
     # read here, where torch and the runtime are imported already, instead of in a process of its own.
-    from smoke.probe import probe
-
     rec.write(kind="probe", **probe())
 
     blocked: str | None = None  # why the device-bound checks cannot run

@@ -16,7 +16,7 @@ from typing import Callable
 
 from smoke import options
 from smoke.errors import EXIT_CANNOT_RUN, GateError, Interrupted
-from smoke.rows import ROWS
+from smoke.rows import RELEASE_ROWS, ROWS
 
 
 class UsageError(GateError):
@@ -76,6 +76,8 @@ def _at_the_edge(work: Callable[[], int]) -> int:
 
 
 def inspect_main(argv: list[str]) -> int:
+    # A command's modules are imported when it runs, not at the top: the noxfile imports this module
+    # for every session (`nox -l` too), in nox's own interpreter, which `nox -s tests` asks only nox of.
     from smoke import inspect
 
     def work() -> int:
@@ -86,8 +88,6 @@ def inspect_main(argv: list[str]) -> int:
 
 
 def summary_parser() -> argparse.ArgumentParser:
-    from smoke.rows import RELEASE_ROWS
-
     p = _Parser(prog="nox -s summary --", description="Merge the rows' JSON reports into one table and decide the release.")
     p.add_argument("reports", type=Path, help="the folder the rows wrote their reports to (searched recursively)")
     p.add_argument("--release", choices=sorted(RELEASE_ROWS), default="all", help="which rows the release needs (default: all)")
@@ -106,7 +106,7 @@ def summary_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str], row: str | None = None) -> int:
-    from smoke import gate  # after argument parsing errors are possible
+    from smoke import gate  # imported when a command runs (see inspect_main)
 
     if row is None and argv[:1] == ["inspect"]:
         return inspect_main(argv[1:])

@@ -15,6 +15,8 @@ import posixpath
 import struct
 from dataclasses import dataclass
 
+from smoke.errors import MissingTool
+
 ELF_MAGIC = b"\x7fELF"
 # The driver comes with the GPU's driver install, never from a wheel, so it is not resolved.
 DRIVER_LIBRARIES = ("libcuda.so",)
@@ -86,8 +88,6 @@ def read_library(path: str, data: bytes) -> Library:
         from elftools.construct.core import ConstructError
         from elftools.elf.elffile import ELFFile
     except ImportError as exc:
-        from smoke.errors import MissingTool
-
         import sys
 
         raise MissingTool("pyelftools or auditwheel is not installed in the interpreter running the gate, so the shipped "

@@ -11,17 +11,14 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from smoke import proc
 from smoke.models import models
-from smoke.pipeline import EXPORT
 from smoke.probe import one_line
 from smoke.record import Recorder
 from smoke.results import CheckResult, failed, passed
-
-if TYPE_CHECKING:
-    from smoke.rows import Row
+from smoke.rows import ROWS, Row
+from smoke.stages import EXPORT
 
 # With --parallel-exports yes, the weightless model is exported by a helper process at the same
 # time as the weighted one. Not the default: on the H200 (docs/benchmarks.md) the two exports at
@@ -89,8 +86,6 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
     model, example = models()[label]
     start = time.monotonic()
     try:
-        from smoke.rows import ROWS
-
         ROWS[row_name].backend.export(model, example, folder)
         verdict = {"ok": True, "seconds": round(time.monotonic() - start, 3)}
     except Exception as exc:  # reported as data

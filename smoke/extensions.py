@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 
 from smoke import proc
 from smoke.errors import GateError
-from smoke.pipeline import EXTENSIONS
 from smoke.results import CheckResult, failed, passed, skipped
+from smoke.stages import EXTENSIONS
 
 DISTRIBUTION = "executorch"
 IMPORT_TIMEOUT_S = 300

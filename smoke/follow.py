@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 from smoke import proc
 from smoke.console import say
-from smoke.pipeline import CHILD_PROCESS
 from smoke.results import CheckResult, failed
+from smoke.stages import CHILD_PROCESS
 
 REPO = Path(__file__).resolve().parent.parent
 

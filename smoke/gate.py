@@ -16,13 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from smoke import download, environment, installed, loaderenv, options as opts, owned, pairing, pipeline, report, shipped, wheel as wheels
+from smoke import download, environment, installed, loaderenv, options as opts, owned, pairing, pipeline, report, shipped, stages, wheel as wheels
 from smoke.console import emit, phase, say
 from smoke.errors import EXIT_FAILED
 from smoke.follow import StopChild, judge_child, run_child
 from smoke.report import Run
 from smoke.results import all_passed, skipped, summary_line
-from smoke.rows import Row
+from smoke.rows import Row, check_host, check_machine
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,9 +53,9 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
     with phase(run, f"reading the wheel {path}"):
         wheel = wheels.read_wheel(path)
-        wheels.check_machine(wheel, row)
+        check_machine(wheel, row)
         wheels.check_interpreter(wheel, interpreter)
-        wheels.check_host(interpreter, row)
+        check_host(interpreter, row)
         constraints = pairing.constraints_for(wheel, options.constraints)
     run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
@@ -105,7 +105,7 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
                         lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:
-        for check in pipeline.for_row(row, pipeline.ENVIRONMENT):
+        for check in pipeline.for_row(row, stages.ENVIRONMENT):
             emit(run, skipped(check.name, "not run: the child ended before it reported torch and the runtime (see child process)"))
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
@@ -118,8 +118,8 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shi
     ``libraries``: the wheel's ELF files already read (``inspect`` reads them once for all its rows)."""
     with phase(run, "checking what the wheel ships"):
         run.libraries = libraries if libraries is not None else shipped.read_libraries(wheel)
-        for check in pipeline.for_row(row, pipeline.FILE):
-            result = emit(run, pipeline.run_check(check, wheel, row, run.libraries))
+        for check in pipeline.for_row(row, stages.FILE):
+            result = emit(run, stages.run_check(check, wheel, row, run.libraries))
             if not result and options.fail_fast:
                 return False
     return True
@@ -127,8 +127,8 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shi
 
 def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: opts.Options) -> bool:
     """The checks on the installed environment (``smoke.installed``); False when fail-fast stops the run."""
-    for check in pipeline.for_row(row, pipeline.ENVIRONMENT):
-        result = emit(run, pipeline.run_check(check, wheel, row, facts, run.libraries))
+    for check in pipeline.for_row(row, stages.ENVIRONMENT):
+        result = emit(run, stages.run_check(check, wheel, row, facts, run.libraries))
         if not result and options.fail_fast:
             return False
     return True

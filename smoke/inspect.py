@@ -14,14 +14,14 @@ from smoke import gate, report, shipped, wheel as wheels
 from smoke.console import say
 from smoke.options import Options
 from smoke.report import Run
-from smoke.rows import ROWS, Row
+from smoke.rows import ROWS, Row, check_machine
 
 
 def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
     if names:
         rows = [ROWS[name] for name in names]
         for row in rows:
-            wheels.check_machine(wheel, row)
+            check_machine(wheel, row)
         return rows
     return [row for row in ROWS.values() if row.machine in wheel.machines or "any" in wheel.machines]
 

@@ -16,8 +16,8 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import pairing, proc
 from smoke.errors import GateError
-from smoke.pipeline import ENVIRONMENT, Check
 from smoke.results import CheckResult, failed, passed, skipped
+from smoke.stages import ENVIRONMENT, Check
 from smoke.wheel import Wheel
 
 if TYPE_CHECKING:

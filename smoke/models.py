@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from smoke.pipeline import MODELS, RUN
 from smoke.probe import one_line
 from smoke.results import CheckResult, failed, passed
+from smoke.stages import MODELS, RUN
 
 if TYPE_CHECKING:
     from smoke.rows import Row
@@ -37,7 +37,7 @@ def models():
         "weightless": (Add().eval(), (torch.randn(4, 8), torch.randn(4, 8))),
         "weighted": (weighted, (torch.randn(2, 8),)),
     }
-    assert tuple(built) == MODELS  # the labels every check and report uses (smoke.pipeline)
+    assert tuple(built) == MODELS  # the labels every check and report uses (smoke.stages)
     return built
 
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from smoke import proc
 from smoke.models import ATOL, RTOL, models, run_program
-from smoke.pipeline import NEGATIVE
 from smoke.probe import one_line
 from smoke.results import CheckResult, failed, passed
+from smoke.stages import NEGATIVE
 
 if TYPE_CHECKING:
     from smoke.rows import Row

@@ -1,78 +1,27 @@
-"""The gate's checks, declared once, as data.
+"""A row's checks, gathered in the order they run.
 
-A ``Check`` is a name (what the reports, the summary, the release rule and the benchmark call
-it), the stage that decides it, its place in that stage, and the function that decides it where
-the parent does (``None`` where the child decides it, in ``smoke.child``). The stages run in
-order: the wheel file (``smoke.shipped``, also alone in ``nox -s inspect``), the environment
-(``smoke.installed``, judged on what the child reports after its imports), the child (exports,
-artifacts, loads, the negative control). A row runs the common checks declared here and in those
-modules, and the checks its backend declares (``smoke.backends``); ``for_row`` lists them.
-
-This module imports nothing heavy: the child imports it inside the gate's environment.
+The checks are declared as data (``smoke.stages.Check``) beside the functions that decide them:
+the wheel file (``smoke.shipped``, ``smoke.policy``, ``smoke.resolve``; also alone in ``nox -s inspect``), the
+environment (``smoke.installed``, ``smoke.resolve``, judged on what the child reports after its
+imports), the child (``smoke.stages``). A row runs those common checks and the ones its backend
+declares (``smoke.backends``); ``for_row`` lists them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+
+from smoke import installed, policy, resolve, shipped
+from smoke.rows import ROWS
+from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
 
 if TYPE_CHECKING:
-    from smoke.results import CheckResult
     from smoke.rows import Row
-
-FILE, ENVIRONMENT, CHILD = "wheel file", "environment", "child"
-STAGES = (FILE, ENVIRONMENT, CHILD)
-# The child's two models, in the order it builds them: a weightless x + y and a seeded nn.Linear.
-MODELS = ("weightless", "weighted")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    stage: str
-    order: int  # its place in its stage
-    function: Callable[..., CheckResult] | None = None
-    per_model: bool = False  # one result per model: "NAME (weightless)", "NAME (weighted)"
-
-    def of(self, model: str) -> str:
-        return f"{self.name} ({model})"
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.of(model) for model in MODELS) if self.per_model else (self.name,)
-
-
-# Decided in the child (smoke.child, smoke.checks), and by the parent about the child itself.
-EXPORT = Check("export", CHILD, 20, per_model=True)
-DELEGATE = Check("delegate", CHILD, 30, per_model=True)
-DATA_FILE = Check("data file", CHILD, 40, per_model=True)
-WEIGHTS = Check("weights in the data file", CHILD, 50)
-RUN = Check("run with data file", CHILD, 60, per_model=True)
-NEGATIVE = Check("negative control (weighted, no data file)", CHILD, 70)
-# A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.portable).
-PORTABLE = Check("portable kernels", CHILD, 75)
-# Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.extensions).
-EXTENSIONS = Check("extension modules import", CHILD, 80)
-CHILD_PROCESS = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CHILD_PROCESS)
-
-# Phases the child times, by these names; an export's phase is named as its check's result is.
-IMPORT_PHASE = "import torch and executorch"
-NEGATIVE_PHASE = "negative control"
-
-
-def load_phase(model: str) -> str:
-    return f"load and run ({model})"
-
-
-# The checks a row that must execute may not skip: a skip there is work that did not happen.
-MUST_EXECUTE = (*RUN.names(), NEGATIVE.name, PORTABLE.name)
 
 
 def common() -> tuple[Check, ...]:
-    """Every row's checks (imported here, not at the top: the child has no ELF or wheel reader)."""
-    from smoke import installed, policy, shipped
-
-    return (*shipped.CHECKS, *policy.FILE_CHECKS, *installed.CHECKS, *policy.ENVIRONMENT_CHECKS, *CHILD_CHECKS)
+    """Every row's checks."""
+    return (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *installed.CHECKS, *resolve.ENVIRONMENT_CHECKS, *CHILD_CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:
@@ -88,18 +37,8 @@ def result_names(row: Row) -> list[str]:
 
 def declared(result: str) -> Check | None:
     """The declared check a result's name belongs to ("data file (weighted)" -> DATA_FILE)."""
-    from smoke.backends import in_use
-
-    for check in (*common(), *(c for b in in_use() for c in b.checks)):
+    backends = {row.backend.name: row.backend for row in ROWS.values()}.values()  # one of each kind the rows use
+    for check in (*common(), *(c for b in backends for c in b.checks)):
         if result in check.names():
             return check
     return None
-
-
-def run_check(check: Check, *args) -> "CheckResult":
-    """Run a parent-side check and record how long it took."""
-    import time
-
-    start = time.monotonic()
-    result = check.function(*args)
-    return result.with_seconds(time.monotonic() - start)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from smoke.artifacts import ArtifactError, read_program
 from smoke.models import SEED, compare, run_program
-from smoke.pipeline import PORTABLE
 from smoke.probe import one_line
 from smoke.results import CheckResult, failed
+from smoke.stages import PORTABLE
 
 PHASE = "portable kernels"
 

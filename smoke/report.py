@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from smoke.errors import GateError
 from smoke.results import CheckResult, Status, counts
 
 SCHEMA = 2
@@ -129,8 +130,6 @@ def append_step_summary(run: Run) -> Path | None:
 
 def check_step_summary() -> None:
     """Refuse, before any work, a GITHUB_STEP_SUMMARY that cannot be appended to."""
-    from smoke.errors import GateError
-
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
@@ -144,8 +143,6 @@ def check_step_summary() -> None:
 
 def check_writable(folder: Path) -> None:
     """Refuse, before any work, a report folder that cannot be written."""
-    from smoke.errors import GateError
-
     probe = folder
     while not probe.exists():
         probe = probe.parent

@@ -8,8 +8,13 @@ device is a failure (execution required) or a printed skip.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from smoke.backends import CUDA_ARCHS, Backend, Cuda, Xnnpack
+from smoke.errors import WrongPlatform
+
+if TYPE_CHECKING:
+    from smoke.wheel import Interpreter, Wheel
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,36 @@ ROWS: dict[str, Row] = {
 
 
 # What a release needs: the rows whose reports the matrix summary requires (the checks a row
-# that must execute may not skip are smoke.pipeline.MUST_EXECUTE).
+# that must execute may not skip are smoke.stages.MUST_EXECUTE).
 RELEASE_ROWS: dict[str, tuple[str, ...]] = {
     "cuda": ("cuda_x86_64", "cuda_aarch64"),
     "cpu": ("cpu_x86_64", "cpu_aarch64"),
     "all": ("cuda_x86_64", "cuda_aarch64", "cpu_x86_64", "cpu_aarch64"),
 }
+
+
+# --- which row fits: a wheel or an interpreter of another machine is refused, naming the row that fits
+
+
+def check_machine(wheel: Wheel, row: Row) -> None:
+    """Refuse a wheel for another architecture, naming the session that takes it."""
+    if row.machine in wheel.machines or "any" in wheel.machines:
+        return
+    others = [r.name for r in ROWS.values() if r.machine in wheel.machines and r.backend.name == row.backend.name]
+    hint = f" (use nox -s {others[0]})" if others else ""
+    raise WrongPlatform(
+        f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; "
+        f"the {row.name} row needs {row.machine}{hint}"
+    )
+
+
+def check_host(interpreter: Interpreter, row: Row) -> None:
+    """Refuse, before anything is built, an interpreter of another machine than the row's."""
+    if not interpreter.machine or interpreter.machine == row.machine:
+        return
+    fitting = [r.name for r in ROWS.values() if r.machine == interpreter.machine and r.backend.name == row.backend.name]
+    session = f"nox -s {fitting[0]}" if fitting else "another row"
+    raise WrongPlatform(
+        f"the {row.name} row needs an {row.machine} interpreter; {interpreter.describe()} runs on {interpreter.machine}: "
+        f"use {session} for an {interpreter.machine} wheel, or pass --python with an {row.machine} Python (an emulated one works)"
+    )

@@ -17,23 +17,16 @@ import csv
 import io
 import zipfile
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
-
-from packaging.markers import default_environment
 
 from smoke import elf
 from smoke.owners import NAME as RUNTIME_CORE_NAME, check_runtime_core  # one owner per runtime component
-from smoke.pipeline import FILE, Check
 from smoke.results import CheckResult, failed, passed
-from smoke.wheel import Wheel, hash_member, read_head, read_member
+from smoke.stages import FILE, Check
+from smoke.wheel import Wheel, hash_member, read_head, read_member, shared_objects
 
 if TYPE_CHECKING:
     from smoke.rows import Row
-
-
-def shared_objects(wheel: Wheel) -> list[str]:
-    return sorted(name for name in wheel.files if ".so" in PurePosixPath(name).name and not name.endswith("/"))
 
 
 @dataclass(frozen=True)
@@ -70,19 +63,6 @@ def read_libraries(wheel: Wheel) -> Libraries:
 
 
 # --- the checks -------------------------------------------------------------------
-
-
-def marker_environment(row: Row, wheel: Wheel) -> dict[str, str]:
-    """The marker variables of a Linux machine of the row's kind with the wheel's Python."""
-    interpreters = sorted(t.interpreter for t in wheel.tags if t.interpreter.startswith("cp") and t.interpreter[2:].isdigit())
-    env = dict(default_environment())
-    env.update(platform_machine=row.machine, platform_system="Linux", sys_platform="linux", os_name="posix",
-               implementation_name="cpython", platform_python_implementation="CPython", extra="")
-    if interpreters:
-        digits = interpreters[0][2:]
-        env["python_version"] = f"{digits[0]}.{digits[1:]}"
-        env["python_full_version"] = f"{digits[0]}.{digits[1:]}.0"
-    return env
 
 
 def check_library_runpath(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:

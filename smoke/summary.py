@@ -3,7 +3,7 @@
 Merges the JSON reports of every row into one Markdown table (check x row, with the
 measured sizes) and decides the release: it fails if a row failed, if a row the
 release needs (``smoke.rows.RELEASE_ROWS``) has no report, or if a row that must
-execute skipped a check in ``smoke.pipeline.MUST_EXECUTE``.
+execute skipped a check in ``smoke.stages.MUST_EXECUTE``.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from smoke import pipeline, stages
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.report import SCHEMA, append_to_step_summary
-from smoke import pipeline
-from smoke.pipeline import MUST_EXECUTE
 from smoke.rows import RELEASE_ROWS, ROWS
+from smoke.stages import MUST_EXECUTE
 
 # The measured number shown beside a status, per declared check.
-_SHOWN = {pipeline.DATA_FILE: ("data_file_bytes", "{} B"), pipeline.DELEGATE: ("pte_bytes", "{} B"),
-          pipeline.WEIGHTS: ("difference_bytes", "+{} B over weightless"),
-          pipeline.RUN: ("max_abs_diff", "max abs diff {}")}
+_SHOWN = {stages.DATA_FILE: ("data_file_bytes", "{} B"), stages.DELEGATE: ("pte_bytes", "{} B"),
+          stages.WEIGHTS: ("difference_bytes", "+{} B over weightless"),
+          stages.RUN: ("max_abs_diff", "max abs diff {}")}
 
 
 class ReportError(GateError):

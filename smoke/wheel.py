@@ -16,7 +16,9 @@ import zipfile
 from zlib import error as zlib_error
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
+from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -24,7 +26,9 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import proc
 from smoke.errors import InvalidWheel, WrongPlatform
-from smoke.rows import ROWS, Row
+
+if TYPE_CHECKING:
+    from smoke.rows import Row
 
 PROJECT = "executorch"
 
@@ -149,18 +153,6 @@ def _dist_info_version(files: tuple[str, ...]) -> str:
     raise KeyError("no executorch-*.dist-info folder")
 
 
-def check_machine(wheel: Wheel, row: Row) -> None:
-    """Refuse a wheel for another architecture, naming the session that takes it."""
-    if row.machine in wheel.machines or "any" in wheel.machines:
-        return
-    others = [r.name for r in ROWS.values() if r.machine in wheel.machines and r.backend.name == row.backend.name]
-    hint = f" (use nox -s {others[0]})" if others else ""
-    raise WrongPlatform(
-        f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; "
-        f"the {row.name} row needs {row.machine}{hint}"
-    )
-
-
 @dataclass(frozen=True)
 class Interpreter:
     path: str
@@ -195,18 +187,6 @@ def probe_interpreter(path: str | None) -> Interpreter:
     if ran.returncode != 0 or len(out) != 5 or out[0] != "gate-probe" or not (out[2].isdigit() and out[3].isdigit()):
         raise WrongPlatform(f"{path!r} is not a Python interpreter (it answered {ran.stdout.strip()[:80]!r}, exit {ran.returncode}); {fix}")
     return Interpreter(path, out[1], (int(out[2]), int(out[3])), _machine(out[4]))
-
-
-def check_host(interpreter: Interpreter, row: Row) -> None:
-    """Refuse, before anything is built, an interpreter of another machine than the row's."""
-    if not interpreter.machine or interpreter.machine == row.machine:
-        return
-    fitting = [r.name for r in ROWS.values() if r.machine == interpreter.machine and r.backend.name == row.backend.name]
-    session = f"nox -s {fitting[0]}" if fitting else "another row"
-    raise WrongPlatform(
-        f"the {row.name} row needs an {row.machine} interpreter; {interpreter.describe()} runs on {interpreter.machine}: "
-        f"use {session} for an {interpreter.machine} wheel, or pass --python with an {row.machine} Python (an emulated one works)"
-    )
 
 
 def check_interpreter(wheel: Wheel, interpreter: Interpreter) -> None:
@@ -254,3 +234,20 @@ def hash_member(archive: zipfile.ZipFile, name: str, filename: str) -> tuple[byt
     except (zipfile.BadZipFile, zlib_error, OSError, EOFError) as exc:
         raise InvalidWheel(f"wheel {filename!r} is damaged: {name!r} cannot be read ({exc}); download or build it again") from exc
     return digest.digest(), size
+
+
+def shared_objects(wheel: Wheel) -> list[str]:
+    return sorted(name for name in wheel.files if ".so" in PurePosixPath(name).name and not name.endswith("/"))
+
+
+def marker_environment(row: Row, wheel: Wheel) -> dict[str, str]:
+    """The marker variables of a Linux machine of the row's kind with the wheel's Python."""
+    interpreters = sorted(t.interpreter for t in wheel.tags if t.interpreter.startswith("cp") and t.interpreter[2:].isdigit())
+    env = dict(default_environment())
+    env.update(platform_machine=row.machine, platform_system="Linux", sys_platform="linux", os_name="posix",
+               implementation_name="cpython", platform_python_implementation="CPython", extra="")
+    if interpreters:
+        digits = interpreters[0][2:]
+        env["python_version"] = f"{digits[0]}.{digits[1:]}"
+        env["python_full_version"] = f"{digits[0]}.{digits[1:]}.0"
+    return env

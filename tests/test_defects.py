@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from smoke import shipped
-from smoke.pipeline import CHILD_PROCESS
-from smoke.backends import cuda
+from smoke.stages import CHILD_PROCESS
+from smoke.backends import cuda_checks
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.results import Status
 from smoke.rows import ROWS
@@ -49,17 +49,17 @@ def aoti_shims_linked_twice(ctx):
 
 
 def cpu_build_on_a_cuda_row(ctx):
-    return _file_check(cuda.check_cuda_build, read_wheel(ctx.wheel_x86_64))
+    return _file_check(cuda_checks.check_cuda_build, read_wheel(ctx.wheel_x86_64))
 
 
 def cuda_library_removed(ctx):
     parts = cuda_parts(ctx.slim)
     del parts["executorch/lib/libexecutorch_backend_cuda.so"]
-    return _file_check(cuda.check_cuda_libraries, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+    return _file_check(cuda_checks.check_cuda_libraries, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
 
 
 def cuda_runtime_requirement_removed(ctx):
-    return _file_check(cuda.check_cuda_runtime_declared, make_cuda_wheel(ctx.slim, ctx.tmp, requirement=None))
+    return _file_check(cuda_checks.check_cuda_runtime_declared, make_cuda_wheel(ctx.slim, ctx.tmp, requirement=None))
 
 
 def record_hash_stale(ctx):
@@ -76,7 +76,7 @@ def toolkit_runpath(ctx):
 
 def device_code_for_one_gpu(ctx):
     parts = cuda_parts(ctx.slim, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes())
-    return _file_check(cuda.check_device_code, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
+    return _file_check(cuda_checks.check_device_code, make_cuda_wheel(ctx.slim, ctx.tmp, parts=parts))
 
 
 # --- the data file, on the H200's real CUDA artifacts --------------------------------------
@@ -283,8 +283,8 @@ def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
     """The controls: without the defect, the same checks pass (so each row above fails for its defect)."""
     ctx = Context(request, tmp_path, monkeypatch)
     wheel = make_cuda_wheel(ctx.slim, tmp_path)
-    for fn in (cuda.check_cuda_build, cuda.check_cuda_libraries, cuda.check_cuda_runtime_declared,
-               shipped.check_record, shipped.check_library_runpath, cuda.check_device_code):
+    for fn in (cuda_checks.check_cuda_build, cuda_checks.check_cuda_libraries, cuda_checks.check_cuda_runtime_declared,
+               shipped.check_record, shipped.check_library_runpath, cuda_checks.check_device_code):
         assert _file_check(fn, wheel).status is Status.PASS, fn.__name__
     assert _file_check(shipped.check_runtime_core, with_cuda_build_libraries(ctx, "patched")).status is Status.PASS
     assert check_data_file("weighted", H200 / "weighted", CUDA.backend.data_file, required=True).status is Status.PASS

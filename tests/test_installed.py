@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from smoke import installed, shipped
-from smoke.backends import cuda
+from smoke.backends import cuda_checks
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
@@ -77,7 +77,7 @@ def _site(tmp_path, with_runtime: bool):
 @pytest.mark.parametrize(("with_runtime", "status"), [(True, Status.PASS), (False, Status.FAIL)])
 def test_cuda_libraries_resolve_against_site_packages(cuda_wheel, tmp_path, with_runtime, status):
     site = _site(tmp_path, with_runtime)
-    result = cuda.check_cuda_libraries_resolve(cuda_wheel, CUDA, {"purelib": str(site), "platlib": str(site)},
+    result = cuda_checks.check_cuda_libraries_resolve(cuda_wheel, CUDA, {"purelib": str(site), "platlib": str(site)},
                                                     shipped.read_libraries(cuda_wheel))
     assert result.status is status, result.reason
     if status is Status.FAIL:

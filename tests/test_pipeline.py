@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from smoke import pipeline
-from smoke.backends import cuda
+from smoke import pipeline, stages
+from smoke.backends import cuda_checks
 from smoke.rows import ROWS
 from tests.helpers import REPO
 
@@ -33,11 +33,11 @@ def test_each_row_runs_the_common_checks_and_only_its_own_backends():
 
 
 def test_a_results_name_leads_back_to_its_declaration():
-    assert pipeline.declared("data file (weighted)") is pipeline.DATA_FILE
-    assert pipeline.declared("CUDA libraries resolve") is cuda.CUDA_LIBRARIES_RESOLVE
+    assert pipeline.declared("data file (weighted)") is stages.DATA_FILE
+    assert pipeline.declared("CUDA libraries resolve") is cuda_checks.CUDA_LIBRARIES_RESOLVE
     assert pipeline.declared("data file (heavy)") is None  # no such model
     assert pipeline.declared("data file") is None  # a per-model check has no bare result
 
 
 def test_must_execute_names_declared_results():
-    assert all(pipeline.declared(name) in (pipeline.RUN, pipeline.NEGATIVE, pipeline.PORTABLE) for name in pipeline.MUST_EXECUTE)
+    assert all(pipeline.declared(name) in (stages.RUN, stages.NEGATIVE, stages.PORTABLE) for name in stages.MUST_EXECUTE)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from smoke import pipeline, policy, shipped
+from smoke import policy, resolve, shipped, stages
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
@@ -34,7 +34,7 @@ def declared_slim(slim_x86_64, tmp_path_factory):
 
 def judge(check, wheel_path: Path, row=CPU_ROW):
     wheel = read_wheel(wheel_path)
-    return pipeline.run_check(check, wheel, row, shipped.read_libraries(wheel))
+    return stages.run_check(check, wheel, row, shipped.read_libraries(wheel))
 
 
 def renamed(wheel_path: Path, folder: Path, platform: str, **changes) -> Path:
@@ -119,7 +119,7 @@ def test_a_library_that_is_not_elf_fails_naming_it(declared_slim, tmp_path):
 # --- libraries resolve ------------------------------------------------------------------------
 
 def test_every_need_of_the_real_wheel_is_found(declared_slim):
-    result = judge(policy.LIBRARIES_RESOLVE, declared_slim)
+    result = judge(resolve.LIBRARIES_RESOLVE, declared_slim)
     assert result.status is Status.PASS, result.reason
     found = result.measured["found"]
     assert found["executorch/lib/libexecutorch_backend_xnnpack.so: libexecutorch_threadpool.so"] == f"in the wheel: {THREADPOOL}"
@@ -129,7 +129,7 @@ def test_every_need_of_the_real_wheel_is_found(declared_slim):
 
 
 def test_pypi_1_5_1_needs_libtorch_and_declares_no_torch(slim_x86_64):
-    result = judge(policy.LIBRARIES_RESOLVE, slim_x86_64)
+    result = judge(resolve.LIBRARIES_RESOLVE, slim_x86_64)
     assert result.status is Status.FAIL
     assert ("executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so needs libtorch_python.so, libtorch.so, "
             "libtorch_cpu.so, libc10.so: its RUNPATH leads into torch/, the folder of a package the wheel does not declare "
@@ -137,7 +137,7 @@ def test_pypi_1_5_1_needs_libtorch_and_declares_no_torch(slim_x86_64):
 
 
 def test_a_library_taken_out_fails_naming_it_and_who_needs_it(declared_slim, tmp_path):
-    result = judge(policy.LIBRARIES_RESOLVE, rewrite_wheel(declared_slim, tmp_path, drop=(THREADPOOL,)))
+    result = judge(resolve.LIBRARIES_RESOLVE, rewrite_wheel(declared_slim, tmp_path, drop=(THREADPOOL,)))
     assert result.status is Status.FAIL
     assert re.search(r"executorch/lib/libexecutorch_backend_xnnpack\.so needs libexecutorch_threadpool\.so: not in the wheel "
                      r"where its RUNPATH \$ORIGIN:\S+ leads, not in a declared dependency, and not a system library", result.reason)
@@ -160,7 +160,7 @@ def patched(declared_slim, tmp_path, patchelf, *args) -> Path:
 
 def test_a_need_no_policy_allows_fails(declared_slim, tmp_path, patchelf):
     wheel = patched(declared_slim, tmp_path, patchelf, "--add-needed", "libssl.so.3")
-    result = judge(policy.LIBRARIES_RESOLVE, wheel)
+    result = judge(resolve.LIBRARIES_RESOLVE, wheel)
     assert result.status is Status.FAIL
     assert result.reason.startswith(f"{THREADPOOL} needs libssl.so.3: not in the wheel where its RUNPATH")
     assert "not a system library the tag's policy allows" in result.reason
@@ -182,7 +182,7 @@ def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(
     wheel = read_wheel(declared_slim)
     libraries = shipped.read_libraries(wheel)
     site = sysconfig.get_paths()["purelib"]  # the test environment: torch 2.13.0 is installed there
-    result = policy.check_dependency_libraries(wheel, CPU_ROW, {"purelib": site, "platlib": site}, libraries)
+    result = resolve.check_dependency_libraries(wheel, CPU_ROW, {"purelib": site, "platlib": site}, libraries)
     assert result.status is Status.PASS, result.reason
     assert re.fullmatch(r"\d+ libraries found in the installed torch", result.reason)
     # A torch whose lib folder lacks libtorch_python.so (an incomplete install): named, with who needs it.
@@ -190,7 +190,7 @@ def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(
     (fake / "torch" / "lib").mkdir(parents=True)
     for name in ("libtorch.so", "libtorch_cpu.so", "libc10.so"):
         (fake / "torch" / "lib" / name).write_bytes(b"")
-    result = policy.check_dependency_libraries(wheel, CPU_ROW, {"purelib": str(fake), "platlib": str(fake)}, libraries)
+    result = resolve.check_dependency_libraries(wheel, CPU_ROW, {"purelib": str(fake), "platlib": str(fake)}, libraries)
     assert result.status is Status.FAIL
     assert ("executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so needs libtorch_python.so, not in torch/lib "
             "of the installed torch") in result.reason

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from smoke import pipeline, portable
+from smoke import portable, stages
 from smoke.results import Status
 
 
@@ -57,4 +57,4 @@ def test_a_damaged_program_fails_saying_so(exported_portable, tmp_path):
 
 
 def test_a_row_that_must_execute_may_not_skip_it():
-    assert pipeline.PORTABLE.name in pipeline.MUST_EXECUTE
+    assert stages.PORTABLE.name in stages.MUST_EXECUTE

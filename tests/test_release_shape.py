@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from smoke import shipped
-from smoke.backends import cuda
+from smoke.backends import cuda_checks
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
@@ -57,8 +57,8 @@ def test_it_says_each_change(shaped):
 def test_the_shaped_wheel_passes_the_checks_shaping_is_for(shaped):
     wheel, _ = shaped
     libraries = shipped.read_libraries(wheel)
-    assert cuda.check_cuda_build(wheel, CUDA_ROW, libraries).status is Status.PASS
-    assert cuda.check_cuda_runtime_declared(wheel, CUDA_ROW, libraries).status is Status.PASS
+    assert cuda_checks.check_cuda_build(wheel, CUDA_ROW, libraries).status is Status.PASS
+    assert cuda_checks.check_cuda_runtime_declared(wheel, CUDA_ROW, libraries).status is Status.PASS
     assert shipped.check_record(wheel, CUDA_ROW, libraries).status is Status.PASS
     runpath = shipped.check_library_runpath(wheel, ROWS["cpu_x86_64"], libraries)
     assert runpath.status is Status.PASS, runpath.reason  # before: five libraries searched the build machine

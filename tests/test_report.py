@@ -11,7 +11,7 @@ import pytest
 from smoke import report, summary
 from smoke.report import Run
 from smoke.results import failed, passed, skipped
-from smoke.pipeline import MUST_EXECUTE
+from smoke.stages import MUST_EXECUTE
 from smoke.rows import RELEASE_ROWS
 from tests.helpers import SCHEMA
 

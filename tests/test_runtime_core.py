@@ -16,7 +16,7 @@ import pytest
 from packaging.version import Version
 
 from smoke import elf, owners, shipped
-from smoke.backends import cuda
+from smoke.backends import cuda_checks
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
@@ -272,19 +272,19 @@ def as_cuda_build(wheel_x86_64):
 
 
 def test_the_real_1_2_build_ships_the_1_2_layout(as_cuda_build):
-    result = cuda.check_cuda_libraries(as_cuda_build("1.2.0+cu130", real_cuda_files()), CUDA_ROW, None)
+    result = cuda_checks.check_cuda_libraries(as_cuda_build("1.2.0+cu130", real_cuda_files()), CUDA_ROW, None)
     assert result.status is Status.PASS and result.reason == f"the 1.2 layout's 1 ship: {SHIMS}"
 
 
 def test_the_real_1_2_build_without_its_shims_fails(as_cuda_build):
     files = [f for f in real_cuda_files() if f != SHIMS]
-    result = cuda.check_cuda_libraries(as_cuda_build("1.2.0+cu130", files), CUDA_ROW, None)
+    result = cuda_checks.check_cuda_libraries(as_cuda_build("1.2.0+cu130", files), CUDA_ROW, None)
     assert result.status is Status.FAIL and f"{SHIMS} missing" in result.reason
 
 
 def test_the_1_2_file_list_is_not_a_1_4_or_1_5_build(as_cuda_build):
-    as_1_4 = cuda.check_cuda_libraries(as_cuda_build("1.4.1+cu130", real_cuda_files()), CUDA_ROW, None)
+    as_1_4 = cuda_checks.check_cuda_libraries(as_cuda_build("1.4.1+cu130", real_cuda_files()), CUDA_ROW, None)
     assert as_1_4.status is Status.FAIL and "the 1.4 layout" in as_1_4.reason
     assert "executorch/backends/cuda/libextension_cuda.so missing" in as_1_4.reason
-    as_1_5 = cuda.check_cuda_libraries(as_cuda_build("1.5.0.dev20261201+cu130", real_cuda_files()), CUDA_ROW, None)
+    as_1_5 = cuda_checks.check_cuda_libraries(as_cuda_build("1.5.0.dev20261201+cu130", real_cuda_files()), CUDA_ROW, None)
     assert as_1_5.status is Status.FAIL and "executorch/lib/libexecutorch_backend_cuda.so" in as_1_5.reason

@@ -17,8 +17,8 @@ import zipfile
 import pytest
 from packaging.version import Version
 
-from smoke import devicecode, pipeline, shipped
-from smoke.backends import cuda
+from smoke import devicecode, pipeline, shipped, stages
+from smoke.backends import cuda_checks
 from smoke.errors import InvalidWheel
 from smoke.results import Status
 from smoke.rows import ROWS
@@ -47,7 +47,7 @@ def check(fn, wheel, row=CUDA_ROW):
 
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
-    results = [pipeline.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, pipeline.FILE)]
+    results = [stages.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, stages.FILE)]
     assert [r.name for r in results] == ["platform tag", "architecture", "CUDA build", "CUDA libraries", "CUDA runtime declared",
                                          "library RUNPATH", "libraries resolve", "one runtime core", "device code", "wheel RECORD"]
     assert all(r.status is Status.PASS for r in results), [r.line() for r in results]
@@ -59,9 +59,9 @@ def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
 # --- CUDA build and CUDA libraries ------------------------------------------------------
 
 def test_pypi_cpu_build_fails_cuda_build_and_libraries(pypi):
-    build = check(cuda.check_cuda_build, pypi)
+    build = check(cuda_checks.check_cuda_build, pypi)
     assert build.status is Status.FAIL and "is a CPU build: version 1.5.1 has no +cuXXX local label" in build.reason
-    libraries = check(cuda.check_cuda_libraries, pypi)
+    libraries = check(cuda_checks.check_cuda_libraries, pypi)
     assert libraries.status is Status.FAIL
     assert ("of the 1.5 layout are not in the wheel: executorch/lib/libexecutorch_backend_cuda.so, "
             "executorch/lib/libexecutorch_extension_cuda.so, executorch/backends/cuda/libaoti_cuda_shims.so missing "
@@ -70,7 +70,7 @@ def test_pypi_cpu_build_fails_cuda_build_and_libraries(pypi):
 
 def test_a_cpu_label_is_not_a_cuda_build(slim_x86_64, tmp_path):
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cpu")
-    result = check(cuda.check_cuda_build, wheel)
+    result = check(cuda_checks.check_cuda_build, wheel)
     assert result.status is Status.FAIL and "(it is +cpu)" in result.reason
 
 
@@ -78,9 +78,9 @@ def test_removing_the_shim_library_fails_cuda_libraries(slim_x86_64, cuda_wheel,
     parts = cuda_parts(slim_x86_64)
     del parts[SHIMS]
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, parts=parts)
-    result = check(cuda.check_cuda_libraries, wheel)
+    result = check(cuda_checks.check_cuda_libraries, wheel)
     assert result.status is Status.FAIL and "libaoti_cuda_shims.so missing" in result.reason
-    assert check(cuda.check_cuda_libraries, cuda_wheel).status is Status.PASS
+    assert check(cuda_checks.check_cuda_libraries, cuda_wheel).status is Status.PASS
 
 
 def _files_of(wheel, files, version):
@@ -95,30 +95,30 @@ def test_each_release_expects_its_own_layout(pypi, release, since):
     assert layout[0] == since
     libraries = shipped.read_libraries(pypi)
     complete = _files_of(pypi, [*pypi.files, *layout[1]], f"{release}+cu130")
-    assert cuda.check_cuda_libraries(complete, CUDA_ROW, libraries).status is Status.PASS
+    assert cuda_checks.check_cuda_libraries(complete, CUDA_ROW, libraries).status is Status.PASS
     for missing in layout[1]:
         short = _files_of(pypi, [f for f in complete.files if f != missing], f"{release}+cu130")
-        result = cuda.check_cuda_libraries(short, CUDA_ROW, libraries)
+        result = cuda_checks.check_cuda_libraries(short, CUDA_ROW, libraries)
         assert result.status is Status.FAIL and f"{missing} missing" in result.reason and f"the {since} layout" in result.reason
 
 
 def test_releases_before_the_cuda_runtime_fail_cuda_libraries(pypi):
     old = _files_of(pypi, pypi.files, "1.1.0+cu130")
-    result = cuda.check_cuda_libraries(old, CUDA_ROW, shipped.read_libraries(pypi))
+    result = cuda_checks.check_cuda_libraries(old, CUDA_ROW, shipped.read_libraries(pypi))
     assert result.status is Status.FAIL and "executorch 1.1 predates the CUDA delegate's runtime libraries (first shipped in 1.2)" in result.reason
 
 
 # --- CUDA runtime declared ---------------------------------------------------------------
 
 def test_pypi_declares_no_cuda_runtime(pypi):
-    result = check(cuda.check_cuda_runtime_declared, pypi)
+    result = check(cuda_checks.check_cuda_runtime_declared, pypi)
     assert result.status is Status.FAIL and "names no nvidia-* CUDA runtime package for Linux x86_64" in result.reason
 
 
 def test_a_runtime_older_than_the_labels_minor_fails(slim_x86_64, tmp_path):
     # +cu132 needs 13.2 or later: a 13.0 or 13.1 runtime lacks what the build may call.
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cu132", requirement="nvidia-cuda-runtime<14,>=13")
-    result = check(cuda.check_cuda_runtime_declared, wheel)
+    result = check(cuda_checks.check_cuda_runtime_declared, wheel)
     assert result.status is Status.FAIL
     assert result.reason == ("+cu132 needs CUDA 13.2 or a later 13.x, but nvidia-cuda-runtime<14,>=13 admits 13.1.999: "
                              "bound it as >=13.2,<14")
@@ -147,7 +147,7 @@ def test_a_runtime_older_than_the_labels_minor_fails(slim_x86_64, tmp_path):
 )
 def test_cuda_runtime_declaration_table(slim_x86_64, tmp_path, requirement, status, reason):
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, requirement=requirement)
-    result = check(cuda.check_cuda_runtime_declared, wheel)
+    result = check(cuda_checks.check_cuda_runtime_declared, wheel)
     assert result.status is status and reason in result.reason, result.reason
 
 
@@ -211,7 +211,7 @@ def test_runpath_into_an_undeclared_cuda_package_fails(slim_x86_64, tmp_path):
 
 def test_device_code_single_architecture_library_fails(slim_x86_64, tmp_path, cuobjdump):
     parts = cuda_parts(slim_x86_64, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes())
-    result = check(cuda.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
+    result = check(cuda_checks.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
     assert result.status is Status.FAIL
     assert f"{SHIMS} has no machine code for sm_80, sm_86, sm_89, sm_100, sm_120" in result.reason
     assert "has no PTX for sm_120" in " ".join(result.measured["problems"])
@@ -219,20 +219,20 @@ def test_device_code_single_architecture_library_fails(slim_x86_64, tmp_path, cu
 
 def test_device_code_for_an_architecture_the_row_does_not_claim_fails(cuda_wheel, cuobjdump):
     narrow = dataclasses.replace(CUDA_ROW, backend=dataclasses.replace(CUDA_ROW.backend, archs={"cu130": ("sm_90", "sm_120")}))
-    result = check(cuda.check_device_code, cuda_wheel, narrow)
+    result = check(cuda_checks.check_device_code, cuda_wheel, narrow)
     assert result.status is Status.FAIL
     assert "has machine code for sm_80, sm_86, sm_89, sm_100, which the row does not claim" in result.reason
 
 
 def test_device_code_for_a_train_with_no_list_fails(slim_x86_64, tmp_path, cuobjdump):
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cu999", requirement="nvidia-cuda-runtime==99.0")
-    result = check(cuda.check_device_code, wheel)
+    result = check(cuda_checks.check_device_code, wheel)
     assert result.status is Status.FAIL and "has no architecture list for cu999: add one to smoke/backends/cuda.py" in result.reason
 
 
 def test_device_code_without_cuobjdump_fails_with_the_fix(cuda_wheel, monkeypatch):
     monkeypatch.setattr(devicecode, "find_cuobjdump", lambda *a: None)
-    result = check(cuda.check_device_code, cuda_wheel)
+    result = check(cuda_checks.check_device_code, cuda_wheel)
     assert result.status is Status.FAIL and "cuobjdump not found" in result.reason and "pip install nvidia-cuda-cuobjdump" in result.reason
 
 
@@ -240,7 +240,7 @@ def test_device_code_in_no_library_fails(slim_x86_64, tmp_path, cuobjdump):
     # The shim layer without its fatbin: a CPU library under the right name.
     parts = cuda_parts(slim_x86_64)
     parts[SHIMS] = parts["executorch/lib/libexecutorch_backend_cuda.so"]
-    result = check(cuda.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
+    result = check(cuda_checks.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
     assert result.status is Status.FAIL and "no shipped library carries GPU code" in result.reason
 
 

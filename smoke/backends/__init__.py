@@ -2,7 +2,7 @@
 
 A backend says what its rows need and nothing else does: the delegate id its programs carry,
 the data file it writes, how a model is exported through it, the keys its delegates fetch from
-the data file, the checks of its own (declared as ``smoke.pipeline.Check``: on the wheel file,
+the data file, the checks of its own (declared as ``smoke.stages.Check``: on the wheel file,
 on the environment, in the child), the rules it adds to common checks, and what a device is to it.
 A row (``smoke.rows``) names its backend object; nothing else branches on which one it is.
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from smoke.backends.cuda import ARCHS as CUDA_ARCHS, Cuda
+from smoke.backends.cuda import Cuda
+from smoke.backends.cuda_checks import ARCHS as CUDA_ARCHS
 from smoke.backends.xnnpack import Xnnpack
 
 if TYPE_CHECKING:
-    from smoke.pipeline import Check
+    from smoke.stages import Check
     from smoke.results import CheckResult
     from smoke.rows import Row
     from smoke.shipped import Libraries
@@ -36,8 +37,9 @@ class Backend(Protocol):
     def export(self, model, example, folder: Path) -> None:
         """Export ``model`` through the delegate; write ``model.pte`` and its data file into ``folder``."""
 
-    def expected_keys(self, plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
-        """The named data one of its delegates fetches at load, from the program alone."""
+    @staticmethod
+    def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+        """The named data one of its delegates fetches at load, from the program alone (of the kind: no object needed)."""
 
     def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
         """Its rule of ``library RUNPATH``: the problems, and what a PASS adds to its sentence."""
@@ -52,16 +54,13 @@ class Backend(Protocol):
         """In the child: is there a device the exports and loads can use (None: it needs none)."""
 
 
-def in_use() -> list[Backend]:
-    """One backend object of each kind the rows use (``smoke.rows``)."""
-    from smoke.rows import ROWS
-
-    return list({row.backend.name: row.backend for row in ROWS.values()}.values())
+# Every kind of backend a row may name: a new backend's object is added here, and named by its rows.
+KINDS: tuple[type[Backend], ...] = (Cuda, Xnnpack)
 
 
-def for_delegate(delegate_id: str) -> Backend | None:
+def for_delegate(delegate_id: str) -> type[Backend] | None:
     """The backend whose programs carry this delegate id, for readers that know only the program (``smoke.artifacts``)."""
-    return next((b for b in in_use() if b.delegate_id == delegate_id), None)
+    return next((kind for kind in KINDS if kind.delegate_id == delegate_id), None)
 
 
-__all__ = ["Backend", "CUDA_ARCHS", "Cuda", "Xnnpack", "for_delegate", "in_use"]
+__all__ = ["Backend", "CUDA_ARCHS", "Cuda", "Xnnpack", "KINDS", "for_delegate"]

@@ -1,0 +1,85 @@
+"""Reading FlatBuffers tables: what the program and data-file readers (``smoke.artifacts``) and a
+backend's reader of its own delegate blobs (``smoke.backends``) share.
+
+Fields are read through the ``flatbuffers`` runtime's ``Table`` accessor, by their index in the
+schema; a malformed file is an ``ArtifactError``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from flatbuffers.table import Table
+
+
+class ArtifactError(ValueError):
+    """A file is not a well-formed .pte or .ptd."""
+
+
+# A table's field N lives at vtable slot 4 + 2 * N.
+def slot(index: int) -> int:
+    return 4 + 2 * index
+
+
+# DataSegment (program.fbs and flat_tensor.fbs alike) field indices.
+_SEGMENT_OFFSET = 0
+_SEGMENT_SIZE = 1
+
+
+def root(data: bytes, identifier: bytes, path: str) -> Table:
+    if len(data) < 8:
+        raise ArtifactError(f"{path!r} is {len(data)} B, too short for a FlatBuffer")
+    if data[4:8] != identifier:
+        raise ArtifactError(
+            f"{path!r} has file identifier {bytes(data[4:8])!r}, expected {identifier!r}"
+        )
+    (root,) = struct.unpack_from("<I", data, 0)
+    if root + 4 > len(data):
+        raise ArtifactError(f"{path!r}: root table offset {root} points past the end ({len(data)} B)")
+    return Table(bytearray(data), root)
+
+
+def string(table: Table, field: int) -> str:
+    offset = table.Offset(slot(field))
+    return table.String(offset + table.Pos).decode() if offset else ""
+
+
+def vector(table: Table, field: int) -> list[Table]:
+    offset = table.Offset(slot(field))
+    if not offset:
+        return []
+    start = table.Vector(offset)
+    items = []
+    for i in range(table.VectorLen(offset)):
+        items.append(Table(table.Bytes, table.Indirect(start + 4 * i)))
+    return items
+
+
+def ubytes(table: Table, field: int) -> bytes:
+    """A [ubyte] field's bytes."""
+    offset = table.Offset(slot(field))
+    if not offset:
+        return b""
+    start = table.Vector(offset)
+    return bytes(table.Bytes[start : start + table.VectorLen(offset)])
+
+
+def data_segments(table: Table, field: int) -> list[tuple[int, int]]:
+    """A [DataSegment] field (program.fbs and flat_tensor.fbs alike) as (offset, size) pairs."""
+    return [(uint(s, _SEGMENT_OFFSET, "<Q"), uint(s, _SEGMENT_SIZE, "<Q")) for s in vector(table, field)]
+
+
+def uint(table: Table, field: int, fmt: str) -> int:
+    offset = table.Offset(slot(field))
+    if not offset:
+        return 0
+    return struct.unpack_from(fmt, table.Bytes, table.Pos + offset)[0]
+
+
+def guard(path: str, read):
+    try:
+        return read()
+    except ArtifactError:
+        raise
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path!r} is damaged: an offset points outside the file ({exc})") from exc
