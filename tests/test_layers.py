@@ -1,0 +1,31 @@
+"""The layers are the code's: the import-linter contract in pyproject.toml holds, and no circle of imports.
+
+Imports made inside functions count (grimp reads them); annotations under TYPE_CHECKING do not, as
+the contract says: they import nothing when the gate runs.
+"""
+
+from __future__ import annotations
+
+import grimp
+from importlinter.cli import lint_imports
+
+from tests.helpers import REPO
+
+
+def test_the_layers_contract_is_kept(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    code = lint_imports(config_filename=str(REPO / "pyproject.toml"), no_cache=True, no_logo=True)
+    assert code == 0, capsys.readouterr().out
+
+
+def test_no_module_of_smoke_imports_itself_back(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO))
+    graph = grimp.build_graph("smoke", exclude_type_checking_imports=True, cache_dir=None)
+    circles = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back:
+                circles.append(" -> ".join((importer, *back)))
+    assert not circles, "\n".join(circles)
+
