@@ -4,8 +4,8 @@ A ``Check`` is a name (what the reports, the summary, the release rule and the b
 it), the stage that decides it, its place in that stage, and the function that decides it where
 the parent does (``None`` where the child decides it, in ``smoke.child``). The stages run in
 order: the wheel file, the environment, the child. The child's own checks are declared here;
-the others beside their functions (``smoke.shipped``, ``smoke.policy``, ``smoke.installed``,
-``smoke.backends``); ``smoke.pipeline`` gathers a row's.
+the others beside their functions (``smoke.shipped``, ``smoke.policy``, ``smoke.resolve``,
+``smoke.installed``, ``smoke.backends``); ``smoke.pipeline`` gathers a row's.
 
 This module imports nothing heavy: the child imports it inside the gate's environment.
 """

@@ -87,7 +87,7 @@ def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
 
 def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """The delegate's shared libraries, where this release's build puts them, are in the wheel."""
-    from smoke.wheel import shared_objects  # the wheel reader needs packaging
+    from smoke.wheel import shared_objects  # here: the child imports this module, and has no packaging
     
     name = CUDA_LIBRARIES.name
     layout = row.backend.layout(wheel.release)
@@ -171,7 +171,7 @@ def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | 
 
 def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
     from packaging.utils import canonicalize_name
-    from smoke.wheel import marker_environment  # the wheel reader needs packaging
+    from smoke.wheel import marker_environment  # here: the child imports this module, and has no packaging
     
     env = marker_environment(row, wheel)
     return [
@@ -218,7 +218,7 @@ def _top_levels(wheel: Wheel) -> set[str]:
 def _provider(wheel: Wheel, row: Row, target: str) -> str | None:
     """Who provides site-packages/target: the wheel itself, or a package it declares for the row."""
     from packaging.utils import canonicalize_name
-    from smoke.wheel import marker_environment  # the wheel reader needs packaging
+    from smoke.wheel import marker_environment  # here: the child imports this module, and has no packaging
     
     top = target.split("/", 1)[0]
     if target == "" or top in _top_levels(wheel):
@@ -261,7 +261,7 @@ def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list
 
 def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
     """Each library with GPU code has machine code for exactly the row's architectures, and PTX for the newest."""
-    from smoke.wheel import read_member  # the wheel reader needs packaging
+    from smoke.wheel import read_member  # here: the child imports this module, and has no packaging
     
     name = DEVICE_CODE.name
     train = cuda_train(wheel)
