@@ -6,8 +6,8 @@ the data file, the checks of its own (declared as ``smoke.stages.Check``: on the
 on the environment, in the child), the rules it adds to common checks, and what a device is to it.
 A row (``smoke.rows``) names its backend object; nothing else branches on which one it is.
 
-Adding a delegate: a module here with an object satisfying ``Backend``; a row in ``smoke.rows``
-that names it; the row in the workflow's matrix.
+Adding a delegate: a module here with an object satisfying ``Backend``, its kind in ``KINDS``; a
+row in ``smoke.rows`` that names it; the row in the workflow's matrix.
 """
 
 from __future__ import annotations
