@@ -217,3 +217,14 @@ def entry_problem(library: str, entry: str) -> str | None:
     if resolve(library, entry) is None:
         return "outside the environment"
     return None
+
+
+@dataclass(frozen=True)
+class Libraries:
+    """The wheel's ELF files (libraries, extension modules, executables), read once from the zip."""
+
+    items: tuple[Library, ...]
+    unreadable: tuple[str, ...]
+    # Files named as shared libraries (``*.so``, ``*.so.N``) that are not ELF at all (a Git LFS
+    # pointer committed in place of the library, say): the loader cannot load them.
+    not_elf: tuple[str, ...] = ()

@@ -21,8 +21,8 @@ from smoke.stages import ENVIRONMENT, Check
 from smoke.wheel import Wheel
 
 if TYPE_CHECKING:
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
 
 
 def run_probe(python: Path, env: dict[str, str], cwd: Path, timeout: float = 600) -> dict[str, Any]:

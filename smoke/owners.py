@@ -41,8 +41,8 @@ from smoke import elf
 from smoke.results import CheckResult, failed, passed
 
 if TYPE_CHECKING:
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
     from smoke.wheel import Wheel
 
 NAME = "one runtime core"  # the check's name, in every report and in docs/releases.md

@@ -36,8 +36,8 @@ from smoke.wheel import Wheel, platform_machine
 if TYPE_CHECKING:
     from auditwheel.policy import Policy, WheelPolicies
 
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
 
 # auditwheel logs, at debug level, every policy a wheel's symbols do not meet while it looks for the one
 # that fits; under nox (whose logging shows debug lines) that is a screenful per wheel.

@@ -26,8 +26,8 @@ from smoke.stages import ENVIRONMENT, FILE, Check
 from smoke.wheel import Wheel, marker_environment
 
 if TYPE_CHECKING:
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
 
 # The ELF interpreter is named in DT_NEEDED by some files; the kernel maps it, no search happens.
 _INTERPRETER = re.compile(r"^(ld-linux[^/]*\.so\.\d+|ld64\.so\.[12]|ld-musl-[^/]+\.so\.1)$")
@@ -41,7 +41,7 @@ class Providers:
 
     def __init__(self, wheel: Wheel, row: Row) -> None:
         self.tops = {PurePosixPath(f).parts[0] for f in wheel.files}
-        env = marker_environment(row, wheel)
+        env = marker_environment(row.machine, wheel)
         self.declared = [req for req in wheel.requires_dist if req.marker is None or req.marker.evaluate(env)]
 
     def __call__(self, target: str) -> str | None:

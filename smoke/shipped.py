@@ -16,10 +16,10 @@ import base64
 import csv
 import io
 import zipfile
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from smoke import elf
+from smoke.elf import Libraries
 from smoke.owners import NAME as RUNTIME_CORE_NAME, check_runtime_core  # one owner per runtime component
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
@@ -27,17 +27,6 @@ from smoke.wheel import Wheel, hash_member, read_head, read_member, shared_objec
 
 if TYPE_CHECKING:
     from smoke.rows import Row
-
-
-@dataclass(frozen=True)
-class Libraries:
-    """The wheel's ELF files (libraries, extension modules, executables), read once from the zip."""
-
-    items: tuple[elf.Library, ...]
-    unreadable: tuple[str, ...]
-    # Files named as shared libraries (``*.so``, ``*.so.N``) that are not ELF at all (a Git LFS
-    # pointer committed in place of the library, say): the loader cannot load them.
-    not_elf: tuple[str, ...] = ()
 
 
 def read_libraries(wheel: Wheel) -> Libraries:

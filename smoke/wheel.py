@@ -16,7 +16,6 @@ import zipfile
 from zlib import error as zlib_error
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -26,9 +25,6 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import proc
 from smoke.errors import InvalidWheel, WrongPlatform
-
-if TYPE_CHECKING:
-    from smoke.rows import Row
 
 PROJECT = "executorch"
 
@@ -240,11 +236,11 @@ def shared_objects(wheel: Wheel) -> list[str]:
     return sorted(name for name in wheel.files if ".so" in PurePosixPath(name).name and not name.endswith("/"))
 
 
-def marker_environment(row: Row, wheel: Wheel) -> dict[str, str]:
-    """The marker variables of a Linux machine of the row's kind with the wheel's Python."""
+def marker_environment(machine: str, wheel: Wheel) -> dict[str, str]:
+    """The marker variables of a Linux machine of this kind (a row's) with the wheel's Python."""
     interpreters = sorted(t.interpreter for t in wheel.tags if t.interpreter.startswith("cp") and t.interpreter[2:].isdigit())
     env = dict(default_environment())
-    env.update(platform_machine=row.machine, platform_system="Linux", sys_platform="linux", os_name="posix",
+    env.update(platform_machine=machine, platform_system="Linux", sys_platform="linux", os_name="posix",
                implementation_name="cpython", platform_python_implementation="CPython", extra="")
     if interpreters:
         digits = interpreters[0][2:]

@@ -20,9 +20,9 @@ from smoke.backends.cuda_checks import ARCHS as CUDA_ARCHS
 from smoke.backends.xnnpack import Xnnpack
 
 if TYPE_CHECKING:
+    from smoke.elf import Libraries
     from smoke.results import CheckResult
     from smoke.rows import Row
-    from smoke.shipped import Libraries
     from smoke.stages import Check
     from smoke.wheel import Wheel
 

@@ -24,8 +24,8 @@ from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CHILD, Check
 
 if TYPE_CHECKING:
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
     from smoke.wheel import Wheel
 
 

@@ -26,8 +26,8 @@ from smoke.stages import ENVIRONMENT, FILE, Check
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
     from smoke.wheel import Wheel
 
 # The CUDA delegate's shared libraries, as each release's build recipe ships them (setup.py's
@@ -173,7 +173,7 @@ def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
     from packaging.utils import canonicalize_name
     from smoke.wheel import marker_environment  # here: the child imports this module, and has no packaging
     
-    env = marker_environment(row, wheel)
+    env = marker_environment(row.machine, wheel)
     return [
         req for req in wheel.requires_dist
         if canonicalize_name(req.name).startswith(("nvidia-", "cuda-"))
@@ -223,7 +223,7 @@ def _provider(wheel: Wheel, row: Row, target: str) -> str | None:
     top = target.split("/", 1)[0]
     if target == "" or top in _top_levels(wheel):
         return "the wheel"
-    env = marker_environment(row, wheel)
+    env = marker_environment(row.machine, wheel)
     for req in wheel.requires_dist:
         if req.marker is not None and not req.marker.evaluate(env):
             continue

@@ -17,8 +17,8 @@ from smoke.results import CheckResult
 from smoke.stages import Check
 
 if TYPE_CHECKING:
+    from smoke.elf import Libraries
     from smoke.rows import Row
-    from smoke.shipped import Libraries
     from smoke.wheel import Wheel
 
 # The header XNNPACK puts before its flatbuffer (backends/xnnpack/serialization): magic, header
