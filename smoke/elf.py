@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import re
 import struct
 from dataclasses import dataclass
 
@@ -130,6 +131,8 @@ def read_library(path: str, data: bytes) -> Library:
                    empty_entries=sum(1 for e in entries if not e), **loader, weak_defined=weak_defined)
 
 
+# The longest symbol name read (mangled C++ names run to a few hundred bytes; executorch's longest is far below this).
+MAX_SYMBOL_NAME = 4096
 STB_WEAK = 2  # the binding in the high four bits of st_info (ELF gABI)
 
 
@@ -148,10 +151,14 @@ def dynamic_symbols(elf):
     # name, info, shndx: Elf64_Sym is name(4) info(1) other(1) shndx(2) value(8) size(8); Elf32_Sym is name(4) value(4) size(4) info(1) other(1) shndx(2).
     layout = struct.Struct(order + ("IBxH16x" if elf.elfclass == 64 else "I8xBxH"))
     size = table["sh_entsize"] or layout.size
-    for offset in range(0, len(data) - layout.size + 1, size):
+    if size != layout.size or len(data) % size or len(data) != table["sh_size"]:
+        # Another entry size or a table cut short by the file: the entries would be read as garbage (and a
+        # 1-byte entry size over a stretched table took minutes). The loader reads this table too: refuse.
+        raise ValueError(f".dynsym has entries of {size} B over {len(data)} of {table['sh_size']} B, not {layout.size} B each")
+    for offset in range(0, len(data), size):
         name, info, shndx = layout.unpack_from(data, offset)
-        end = names.find(b"\0", name)
-        yield names[name:end if end >= 0 else len(names)].decode("utf-8", "replace"), info >> 4, shndx != 0
+        end = names.find(b"\0", name, name + MAX_SYMBOL_NAME)  # bounded: a name without its terminator is garbage
+        yield names[name:end if end >= 0 else name].decode("utf-8", "replace"), info >> 4, shndx != 0
 
 
 def _undefined_symbols(elf) -> list[str]:
@@ -212,7 +219,8 @@ def entry_problem(library: str, entry: str) -> str | None:
         return "a build-tree folder"
     if entry.startswith("/"):
         return "an absolute path"
-    if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
+    if not re.match(r"(\$ORIGIN|\$\{ORIGIN\})(/|$)", entry):
+        # glibc expands $ORIGIN only when no name character follows it ("$ORIGINX/lib" is a folder named so)
         return "relative to the working directory, not to $ORIGIN"
     if resolve(library, entry) is None:
         return "outside the environment"

@@ -12,6 +12,7 @@ import time
 
 from smoke import gate, report, shipped, wheel as wheels
 from smoke.console import say
+from smoke.errors import WrongPlatform
 from smoke.options import Options
 from smoke.report import Run
 from smoke.rows import ROWS, Row, check_machine
@@ -23,7 +24,11 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
         for row in rows:
             check_machine(wheel, row)
         return rows
-    return [row for row in ROWS.values() if row.machine in wheel.machines or "any" in wheel.machines]
+    rows = [row for row in ROWS.values() if row.machine in wheel.machines or "any" in wheel.machines]
+    if not rows:
+        raise WrongPlatform(f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; the gate has rows for "
+                            f"{', '.join(sorted({r.machine for r in ROWS.values()}))} only (nox -l lists them)")
+    return rows
 
 
 def inspect(options: Options, names: list[str]) -> int:

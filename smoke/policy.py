@@ -92,8 +92,14 @@ def tag_policy(tag: str) -> TagPolicy:
     return TagPolicy(tag, policy, policies, architecture.value)
 
 
+# What every Linux system provides and the process has loaded before any wheel's library: a file the
+# wheel ships under one of these names is never the one the loader binds.
+_SYSTEM_CORE = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1")
+
+
 def _shipped_names(libraries: Libraries) -> set[str]:
-    return {PurePosixPath(lib.path).name for lib in libraries.items}
+    """The sonames the wheel ships a library for (their versions are the wheel's own, not the system's)."""
+    return {name for lib in libraries.items if (name := PurePosixPath(lib.path).name) not in _SYSTEM_CORE}
 
 
 def _version_key(symbol_version: str) -> tuple:
@@ -122,6 +128,8 @@ def too_new(needs: dict[str, set[str]], policy: Policy) -> list[str]:
             family, _, number = version.partition("_")
             if family in policy.symbol_versions and number not in policy.symbol_versions[family]:
                 bad.add(version)
+            elif family == "GLIBC" and policy.name.startswith("musllinux"):
+                bad.add(version)  # a musl system has no glibc: its policy lists no versions, so any is too new
     return sorted(bad, key=_version_key)
 
 
@@ -172,6 +180,11 @@ def check_platform_tag(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
     tags = linux_tags(wheel)
     if not tags:
         return failed(name, f"the wheel has no Linux platform tag ({', '.join(sorted({t.platform for t in wheel.tags}))})")
+    others = sorted({t.platform for t in wheel.tags} - set(tags) - {"any"})
+    if others and libraries.items:
+        # pip would install these Linux ELF files on that platform too
+        return failed(name, f"the wheel ships {len(libraries.items)} Linux ELF files but is also tagged {', '.join(others)}",
+                      tags=tags)
     shipped = _shipped_names(libraries)
     everything: dict[str, set[str]] = {}
     for lib in libraries.items:
@@ -211,7 +224,13 @@ def check_architecture(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
     problems += list(libraries.unreadable)
     tags = linux_tags(wheel)
     wanted = {tag_policy(tag).architecture for tag in tags}
+    if len(wanted) > 1:
+        # pip installs the same files on each of these machines: no file can be of both
+        problems.append(f"the tags {', '.join(tags)} name {len(wanted)} architectures ({', '.join(sorted(wanted))}) "
+                        "for the same files")
     for lib in libraries.items:
+        if lib.kind not in ("ET_DYN", "ET_EXEC"):
+            problems.append(f"{lib.path} is an ELF {lib.kind} file, which the loader cannot load")
         if lib.architecture is None:
             problems.append(f"{lib.path} is {lib.machine}, an architecture no platform tag names")
         elif lib.architecture not in wanted:

@@ -85,7 +85,9 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
     by its soname); a file nothing else needs (an extension module, a library opened by path) must
     reach everything itself.
     """
-    files = {posixpath.normpath(f) for f in wheel.files}
+    # Only a shared library the loader can map satisfies a need: not a folder, not a text file under
+    # the name, not an object file (ET_REL) or an executable.
+    files = {posixpath.normpath(lib.path) for lib in libraries.items if lib.kind == "ET_DYN"}
     providers = Providers(wheel, row)
     by_name: dict[str, list[elf.Library]] = {}
     for lib in libraries.items:
@@ -101,7 +103,7 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
     for lib in libraries.items:
         targets = lib.origin_targets()
         for soname in lib.needed:
-            if _INTERPRETER.match(soname):
+            if _INTERPRETER.match(soname) or "/" in soname:  # a name with a slash is opened as a path: no search
                 continue
             inside = next((t for t in targets if posixpath.normpath(posixpath.join(t, soname)) in files), None)
             if inside is not None:
@@ -118,6 +120,8 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
     def met(lib: elf.Library, soname: str, seen: frozenset[str]) -> bool:
         if (lib.path, soname) in own:
             return True
+        if is_extension_module(lib.path):
+            return False  # Python loads it by its path, whoever else lists it: it must reach its needs itself
         loaders = needed_by.get(lib.path, [])
         return bool(loaders) and lib.path not in seen and all(met(p, soname, seen | {lib.path}) for p in loaders)
 
@@ -127,7 +131,10 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
             if _INTERPRETER.match(soname):
                 continue
             how = own.get((lib.path, soname))
-            if how is None:
+            if "/" in soname:
+                unresolved.append((lib.path, soname, "a name with a '/' is opened relative to the working directory, "
+                                                     "with no search"))
+            elif how is None:
                 if met(lib, soname, frozenset()):
                     found[f"{lib.path}: {soname}"] = "already loaded by the shipped files that load it"
                 else:
@@ -141,6 +148,12 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                                                   "driver": "the GPU driver, the machine's"}[how[0]] + (
                     f": {how[1]}" if how[0] == "wheel" else "")
     return Resolution(found, tuple(deferred), tuple(unresolved))
+
+
+def is_extension_module(path: str) -> bool:
+    """A Python extension module (``*.cpython-311-x86_64-linux-gnu.so``, ``*.abi3.so``): imported by its path."""
+    name = PurePosixPath(path).name
+    return name.endswith(".so") and (".cpython-" in name or name.endswith(".abi3.so"))
 
 
 # Folders of an installation prefix, not packages: an entry into one names no dependency to declare.

@@ -7,6 +7,7 @@ taken out, a need no policy allows, an empty RUNPATH entry, a dependency's libra
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
@@ -245,3 +246,80 @@ def test_a_real_library_with_any_bytes_changed_is_read_or_refused_as_elf_error_n
             pass  # the architecture check names it: "... is not a readable ELF file (...)"
 
     read()
+
+
+# --- a hostile user's mutants (each passed, crashed or hung before) ------------------------------------
+
+C_MODULE = "executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so"
+
+
+def patched_member(wheel_path, member, tmp_path, patchelf, *args) -> Path:
+    with zipfile.ZipFile(wheel_path) as archive:
+        library = tmp_path / "member.so"
+        library.write_bytes(archive.read(member))
+    subprocess.run([*patchelf, *args, str(library)], check=True)
+    return rewrite_wheel(wheel_path, tmp_path / "out", add={member: library.read_bytes()})
+
+
+def test_an_extension_module_must_reach_its_needs_itself_whoever_else_needs_it(declared_slim, tmp_path, patchelf):
+    # libcustom_ops_aot_lib.so lists _C among its needs and reaches libexecutorch.so itself; Python still imports _C by path.
+    wheel = patched_member(declared_slim, C_MODULE, tmp_path, patchelf, "--remove-rpath")
+    result = judge(resolve.LIBRARIES_RESOLVE, wheel)
+    assert result.status is Status.FAIL
+    assert f"{C_MODULE} needs libexecutorch.so" in result.reason
+
+
+def test_a_needed_name_with_a_slash_is_opened_from_the_working_directory(declared_slim, tmp_path, patchelf):
+    wheel = patched(declared_slim, tmp_path, patchelf, "--add-needed", "../lib/libexecutorch.so")
+    result = judge(resolve.LIBRARIES_RESOLVE, wheel)
+    assert result.status is Status.FAIL
+    assert (f"{THREADPOOL} needs ../lib/libexecutorch.so: a name with a '/' is opened relative to the working directory, "
+            "with no search") in result.reason
+
+
+def test_origin_followed_by_a_name_character_is_not_origin(declared_slim, tmp_path, patchelf):
+    wheel = patched(declared_slim, tmp_path, patchelf, "--set-rpath", "$ORIGINX/../lib")
+    result = judge(shipped.LIBRARY_RUNPATH, wheel)
+    assert result.status is Status.FAIL
+    assert "'$ORIGINX/../lib' (relative to the working directory, not to $ORIGIN)" in result.reason
+
+
+def test_one_set_of_files_tagged_for_two_machines_fails(wheel_aarch64, tmp_path):
+    name = wheel_aarch64.name.replace("manylinux_2_28_aarch64", "manylinux_2_28_aarch64.manylinux_2_28_x86_64")
+    result = judge(policy.ARCHITECTURE, rewrite_wheel(wheel_aarch64, tmp_path, new_name=name), ROWS["cpu_aarch64"])
+    assert result.status is Status.FAIL
+    assert result.reason.startswith("the tags manylinux_2_28_aarch64, manylinux_2_28_x86_64 name 2 architectures (aarch64, x86_64)")
+
+
+def test_linux_elf_files_tagged_for_macos_too_fail(declared_slim, tmp_path):
+    result = judge(policy.PLATFORM_TAG, renamed(declared_slim, tmp_path, "manylinux_2_28_x86_64.macosx_14_0_x86_64"))
+    assert result.status is Status.FAIL
+    assert result.reason == "the wheel ships 18 Linux ELF files but is also tagged macosx_14_0_x86_64"
+
+
+def test_a_wheel_for_a_machine_no_row_has_is_one_error_line(declared_slim, tmp_path):
+    proc = nox("-s", "inspect", "--", str(renamed(declared_slim, tmp_path, "manylinux_2_28_riscv64")))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+    assert errors == ["ERROR wheel 'executorch-1.5.1-cp311-cp311-manylinux_2_28_riscv64.whl' is built for riscv64; the gate has "
+                      "rows for aarch64, x86_64 only (nox -l lists them)"]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_symbol_table_with_a_false_entry_size_is_refused_at_once(declared_slim):
+    import struct
+    import time
+
+    from elftools.elf.elffile import ELFFile
+
+    from smoke import elf
+
+    with zipfile.ZipFile(declared_slim) as archive:
+        data = bytearray(archive.read(THREADPOOL))
+    parsed = ELFFile(io.BytesIO(bytes(data)))
+    index = [s.name for s in parsed.iter_sections()].index(".dynsym")
+    struct.pack_into("<Q", data, parsed["e_shoff"] + index * parsed["e_shentsize"] + 56, 1)  # sh_entsize = 1
+    start = time.monotonic()
+    with pytest.raises(elf.ElfError, match=r"\.dynsym has entries of 1 B"):
+        elf.read_library(THREADPOOL, bytes(data))
+    assert time.monotonic() - start < 2

@@ -134,7 +134,11 @@ def test_a_runtime_older_than_the_labels_minor_fails(slim_x86_64, tmp_path):
         # Unbounded above: CUDA 14's runtime (libcudart.so.14) would satisfy it.
         ("nvidia-cuda-runtime>=13", Status.FAIL, "+cu130 needs CUDA 13.0 or a later 13.x, but nvidia-cuda-runtime>=13 admits 14: "
                                                  "bound it as >=13.0,<14"),
-        ("nvidia-cuda-runtime>=13,!=14.0", Status.FAIL, "admits 14.0.1"),
+        ("nvidia-cuda-runtime>=13,!=14.0", Status.FAIL, "nvidia-cuda-runtime!=14.0,>=13 admits 14.0.post1"),
+        # Pre- and post-release bounds are read, not a traceback; the highest lower bound names the major.
+        ("nvidia-cuda-runtime<14.0.0a1,>=13.0", Status.PASS, "each within 13.0 to 13.x"),
+        ("nvidia-cuda-runtime<14.0.post1,>=13", Status.FAIL, "admits 14"),
+        ("nvidia-cuda-runtime<14,>=12.9,>=13.0", Status.PASS, "each within 13.0 to 13.x"),
         # Below the build's CUDA: a 12.x runtime under a CUDA 13 build.
         ("nvidia-cuda-runtime<14,>=12.9", Status.FAIL, "Requires-Dist has nvidia-cuda-runtime<14,>=12.9 (CUDA 12)"),
         (None, Status.FAIL, "names no nvidia-* CUDA runtime package"),

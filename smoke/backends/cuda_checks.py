@@ -120,13 +120,15 @@ def _requirement_major(requirement: Requirement) -> int | None:
         return int(match.group(1))
     if not _versioned_as_toolkit(requirement):
         return None
+    # The highest lower bound (">=12.9,>=13.0,<14" is 13), the version a pin names.
+    bounds = []
     for spec in requirement.specifier:
         if spec.operator in ("==", "===", "~=", ">="):
             try:
-                return Version(spec.version.removesuffix(".*")).major
+                bounds.append(Version(spec.version.removesuffix(".*")))
             except InvalidVersion:
                 continue
-    return None
+    return max(bounds).major if bounds else None
 
 
 def _versioned_as_toolkit(requirement: Requirement) -> bool:
@@ -160,9 +162,11 @@ def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | 
             named = Version(spec.version.removesuffix(".*"))
         except InvalidVersion:
             continue
-        tried |= {str(named), f"{named}.1", f"{named.major}.{named.minor + 1}", f"{named.major + 1}",
+        release = ".".join(map(str, named.release))  # 14.0a1 -> 14.0: probes are plain releases
+        tried |= {str(named), f"{release}.1", f"{release}.post1", f"{named.major}.{named.minor + 1}", f"{named.major + 1}",
                   f"{named.major - 1}.999" if named.major else "0"}
     # The edges first (the next major's runtime, the minor below the build's): they name the defect.
+    tried |= {f"{major + 1}.post1", f"{major + 1}.0.post1"}
     for version in [high, Version(below), *sorted(Version(v) for v in tried)]:
         if requirement.specifier.contains(version, prereleases=False) and not low <= version < high:
             return str(version)
