@@ -151,12 +151,17 @@ def patchelf():
     return [found]
 
 
-def patched(declared_slim, tmp_path, patchelf, *args) -> Path:
-    with zipfile.ZipFile(declared_slim) as archive:
-        library = tmp_path / "lib.so"
-        library.write_bytes(archive.read(THREADPOOL))
+def patched_member(wheel_path, member, tmp_path, patchelf, *args) -> Path:
+    """The wheel with one real library changed by patchelf (RECORD rewritten to match)."""
+    with zipfile.ZipFile(wheel_path) as archive:
+        library = tmp_path / "member.so"
+        library.write_bytes(archive.read(member))
     subprocess.run([*patchelf, *args, str(library)], check=True)
-    return rewrite_wheel(declared_slim, tmp_path / "out", add={THREADPOOL: library.read_bytes()})
+    return rewrite_wheel(wheel_path, tmp_path / "out", add={member: library.read_bytes()})
+
+
+def patched(declared_slim, tmp_path, patchelf, *args) -> Path:
+    return patched_member(declared_slim, THREADPOOL, tmp_path, patchelf, *args)
 
 
 def test_a_need_no_policy_allows_fails(declared_slim, tmp_path, patchelf):
@@ -251,14 +256,6 @@ def test_a_real_library_with_any_bytes_changed_is_read_or_refused_as_elf_error_n
 # --- a hostile user's mutants (each passed, crashed or hung before) ------------------------------------
 
 C_MODULE = "executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so"
-
-
-def patched_member(wheel_path, member, tmp_path, patchelf, *args) -> Path:
-    with zipfile.ZipFile(wheel_path) as archive:
-        library = tmp_path / "member.so"
-        library.write_bytes(archive.read(member))
-    subprocess.run([*patchelf, *args, str(library)], check=True)
-    return rewrite_wheel(wheel_path, tmp_path / "out", add={member: library.read_bytes()})
 
 
 def test_an_extension_module_must_reach_its_needs_itself_whoever_else_needs_it(declared_slim, tmp_path, patchelf):
