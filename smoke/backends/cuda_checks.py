@@ -167,7 +167,8 @@ def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | 
                   f"{named.major - 1}.999" if named.major else "0"}
     # The edges first (the next major's runtime, the minor below the build's): they name the defect.
     tried |= {f"{major + 1}.post1", f"{major + 1}.0.post1"}
-    for version in [high, Version(below), *sorted(Version(v) for v in tried)]:
+    # sorted by version, then by how it is written: 14.0.post1 and 14.post1 are one version, said the same way every run
+    for version in [high, Version(below), *(Version(v) for v in sorted(tried, key=lambda v: (Version(v), v)))]:
         if requirement.specifier.contains(version, prereleases=False) and not low <= version < high:
             return str(version)
     return None
