@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import canonicalize_name
 
 from smoke import elf
 from smoke.policy import linux_tags, tag_policy
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import ENVIRONMENT, FILE, Check
-from smoke.wheel import Wheel, marker_environment
+from smoke.wheel import Providers, Wheel
 
 if TYPE_CHECKING:
     from smoke.elf import Libraries
@@ -32,31 +31,6 @@ if TYPE_CHECKING:
 # The ELF interpreter is named in DT_NEEDED by some files; the kernel maps it, no search happens.
 _INTERPRETER = re.compile(r"^(ld-linux[^/]*\.so\.\d+|ld64\.so\.[12]|ld-musl-[^/]+\.so\.1)$")
 
-
-
-class Providers:
-    """Who provides site-packages/TARGET: "the wheel", a requirement the wheel declares for the row
-    (by its name), or None. A declared package's folder is its import name (torch/ for torch,
-    nvidia/ for the nvidia-* CUDA packages). Made once per wheel and row: the wheel's file list is long."""
-
-    def __init__(self, wheel: Wheel, row: Row) -> None:
-        self.tops = {PurePosixPath(f).parts[0] for f in wheel.files}
-        env = marker_environment(row.machine, wheel)
-        self.declared = [req for req in wheel.requires_dist if req.marker is None or req.marker.evaluate(env)]
-
-    def __call__(self, target: str) -> str | None:
-        top = target.split("/", 1)[0]
-        if target == "" or top in self.tops:
-            return "the wheel"
-        for req in self.declared:
-            project = canonicalize_name(req.name)
-            if project == canonicalize_name(top) or (top == "nvidia" and project.startswith("nvidia-")):
-                return req.name
-        return None
-
-
-def provider(wheel: Wheel, row: Row, target: str) -> str | None:
-    return Providers(wheel, row)(target)
 
 
 @dataclass(frozen=True)
@@ -76,6 +50,12 @@ class Resolution:
     unresolved: tuple[tuple[str, str, str], ...]  # (file, soname, why not)
 
 
+def system_libraries(wheel: Wheel) -> tuple[list, frozenset[str]]:
+    """The policies of the wheel's platform tags, and the system libraries every one of them allows."""
+    policies = [p.policy for p in map(tag_policy, linux_tags(wheel)) if p.policy is not None]
+    return policies, frozenset.intersection(*(p.whitelist for p in policies)) if policies else frozenset()
+
+
 def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozenset[str]) -> Resolution:
     """Where the loader finds each DT_NEEDED of each ELF file, as far as the wheel file tells.
 
@@ -88,7 +68,7 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
     # Only a shared library the loader can map satisfies a need: not a folder, not a text file under
     # the name, not an object file (ET_REL) or an executable.
     files = {posixpath.normpath(lib.path) for lib in libraries.items if lib.kind == "ET_DYN"}
-    providers = Providers(wheel, row)
+    providers = Providers(wheel, row.machine)
     by_name: dict[str, list[elf.Library]] = {}
     for lib in libraries.items:
         by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
@@ -175,9 +155,7 @@ def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> Che
     """Every DT_NEEDED of every ELF file is in the wheel (through $ORIGIN), in a declared dependency's
     folder, or a system library every platform tag's policy allows."""
     name = LIBRARIES_RESOLVE.name
-    policies = [tag_policy(tag).policy for tag in linux_tags(wheel)]
-    policies = [p for p in policies if p is not None]
-    allowed = frozenset.intersection(*(p.whitelist for p in policies)) if policies else frozenset()
+    policies, allowed = system_libraries(wheel)
     resolution = resolve_needed(wheel, row, libraries, allowed)
     grouped: dict[tuple[str, str], list[str]] = {}
     for path, soname, why in resolution.unresolved:
@@ -201,8 +179,7 @@ def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> Che
 def check_dependency_libraries(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: Libraries) -> CheckResult:
     """Each DT_NEEDED the wheel leaves to a declared dependency is in that dependency's folder as installed."""
     name = DEPENDENCY_LIBRARIES.name
-    policies = [p.policy for p in map(tag_policy, linux_tags(wheel)) if p.policy is not None]
-    allowed = frozenset.intersection(*(p.whitelist for p in policies)) if policies else frozenset()
+    _policies, allowed = system_libraries(wheel)
     deferred = resolve_needed(wheel, row, libraries, allowed).deferred
     sites = [Path(facts[k]) for k in ("purelib", "platlib") if k in facts]
     if not sites:

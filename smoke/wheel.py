@@ -247,3 +247,28 @@ def marker_environment(machine: str, wheel: Wheel) -> dict[str, str]:
         env["python_version"] = f"{digits[0]}.{digits[1:]}"
         env["python_full_version"] = f"{digits[0]}.{digits[1:]}.0"
     return env
+
+
+class Providers:
+    """Who provides site-packages/TARGET: "the wheel", a requirement the wheel declares for a Linux
+    machine of that kind (by its name), or None. A declared package's folder is its import name (torch/ for torch,
+    nvidia/ for the nvidia-* CUDA packages). Made once per wheel and row: the wheel's file list is long."""
+
+    def __init__(self, wheel: Wheel, machine: str) -> None:
+        self.tops = {PurePosixPath(f).parts[0] for f in wheel.files}
+        env = marker_environment(machine, wheel)
+        self.declared = [req for req in wheel.requires_dist if req.marker is None or req.marker.evaluate(env)]
+
+    def __call__(self, target: str) -> str | None:
+        top = target.split("/", 1)[0]
+        if target == "" or top in self.tops:
+            return "the wheel"
+        for req in self.declared:
+            project = canonicalize_name(req.name)
+            if project == canonicalize_name(top) or (top == "nvidia" and project.startswith("nvidia-")):
+                return req.name
+        return None
+
+
+def provider(wheel: Wheel, row: Row, target: str) -> str | None:
+    return Providers(wheel, row)(target)

@@ -216,29 +216,7 @@ def check_cuda_runtime_declared(wheel: Wheel, row: Row, libraries: Libraries) ->
                   declared=listed, cuda_major=want)
 
 
-def _top_levels(wheel: Wheel) -> set[str]:
-    return {PurePosixPath(f).parts[0] for f in wheel.files}
-
-
-def _provider(wheel: Wheel, row: Row, target: str) -> str | None:
-    """Who provides site-packages/target: the wheel itself, or a package it declares for the row."""
-    from packaging.utils import canonicalize_name
-    from smoke.wheel import marker_environment  # here: the child imports this module, and has no packaging
-    
-    top = target.split("/", 1)[0]
-    if target == "" or top in _top_levels(wheel):
-        return "the wheel"
-    env = marker_environment(row.machine, wheel)
-    for req in wheel.requires_dist:
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        project = canonicalize_name(req.name)
-        if project == canonicalize_name(top) or (top == "nvidia" and project.startswith("nvidia-")):
-            return f"{req.name} (declared)"
-    return None
-
-
-def _reaches(wheel: Wheel, row: Row, target: str, soname: str) -> bool:
+def _reaches(wheel: Wheel, providers, target: str, soname: str) -> bool:
     """Can the loader find ``soname`` in site-packages/target, as far as the wheel file tells?
 
     Bundled: the wheel has the file there. Declared: the folder is under nvidia/, which a
@@ -246,19 +224,22 @@ def _reaches(wheel: Wheel, row: Row, target: str, soname: str) -> bool:
     """
     if any(f.startswith(f"{target}/{soname}") for f in wheel.files):
         return True
-    provider = _provider(wheel, row, target)
+    provider = providers(target)
     return target.startswith("nvidia/") and provider is not None and provider != "the wheel"
 
 
 def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
     """The CUDA rule of ``library RUNPATH``: every library that links a CUDA library reaches it through
     an ``$ORIGIN`` entry, in the wheel or into a CUDA package the wheel declares."""
+    from smoke.wheel import Providers  # here: the child imports this module, and has no packaging
+
+    providers = Providers(wheel, row.machine)
     linking = [lib for lib in libraries.items if lib.cuda_needed]
     problems = [] if linking else ["no shipped library links a CUDA library, so there is nothing the CUDA row could load"]
     for lib in linking:
         targets = lib.origin_targets()
         for soname in lib.cuda_needed:
-            if not any(_reaches(wheel, row, target, soname) for target in targets):
+            if not any(_reaches(wheel, providers, target, soname) for target in targets):
                 problems.append(f"{lib.path} links {soname} but no {lib.tag or 'RUNPATH'} entry leads to it in the wheel "
                                 f"or into a CUDA package it declares (entries: {', '.join(lib.search_path) or 'none'})")
     return problems, f"; {len(linking)} link CUDA, each through an $ORIGIN entry into a declared package"
