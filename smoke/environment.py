@@ -24,7 +24,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from smoke import proc
+from smoke import installer, proc
 from smoke.errors import EnvironmentBuildError
 from smoke.owned import Owned, claim
 from smoke.wheel import Interpreter, Wheel
@@ -98,6 +98,7 @@ def torch_source(options: EnvOptions) -> str:
 
 def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
     fields = {k: str(v) for k, v in asdict(options).items() if k not in ("env_dir", "reuse_env")}
+    fields["venv_backend"] = installer.choose_backend(options.venv_backend)[0]  # what auto chose
     return {
         "wheel": wheel.filename,
         "wheel_sha256": wheel.sha256,
@@ -204,6 +205,7 @@ def built(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Call
 
 def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None], owned: Owned) -> Env:
     location = options.env_dir
+    backend, uv = installer.choose_backend(options.venv_backend)
     stamp = _stamp(wheel, interpreter, options)
     stamp_file = location / STAMP
     python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
@@ -216,29 +218,30 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         except ValueError:
             pass
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
+    elif not owned.unused and not stamp_file.exists():
+        say(f"environment {location} holds an unfinished build (an earlier run was stopped or failed while building): "
+            f"building it afresh")
     owned.empty()  # the stamp first of all: from here until the end of the build, nothing says "good"
-    if options.venv_backend == "uv":
-        run(["uv", "venv", "--quiet", "--seed", "--allow-existing", "-p", interpreter.path, location], "creating the environment (uv)")
-    else:
-        run([sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter.path, location], "creating the environment (virtualenv)",
-            inherit_pythonpath=True)
+    run(installer.venv_command(backend, uv, interpreter.path, location), f"creating the environment ({backend})",
+        inherit_pythonpath=backend == "virtualenv")
     if options.torch_from is not None:
         target = torch_site_packages(options.torch_from)
         (site_packages(python) / TORCH_PTH).write_text(f"{target}\n")
         say(f"torch: taken from {target} through {TORCH_PTH}")
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    if options.wheelhouse is not None:
-        pip += ["--no-index", "--find-links", options.wheelhouse]
-    elif options.torch_index:
-        pip += ["--extra-index-url", options.torch_index]
+    sources = None
+    if backend == "uv":
+        sources = installer.pip_sources(python, env_without_pythonpath())
+        say(f"installing with uv ({uv}) from pip's sources: {sources.describe()}")
+    tool = installer.Installer(backend, python, uv, sources)
+    pip = tool.base(wheelhouse=options.wheelhouse, torch_index=options.torch_index)
     constrain = [] if options.torch_from is not None else ["-c", options.constraints]
     torch = [] if options.torch_from is not None else ["torch"]
     if not options.no_deps:
-        run(pip + constrain + [wheel.path, *torch], f"installing {wheel.filename} and the paired torch")
+        run(pip + constrain + [wheel.path, *torch], f"installing {wheel.filename} and the paired torch ({backend})")
     else:
         if torch:
-            run(pip + constrain + torch, "installing the paired torch")
-        run(pip + ["--no-deps", wheel.path], f"installing {wheel.filename} without its dependencies")
+            run(pip + constrain + torch, f"installing the paired torch ({backend})")
+        run(pip + ["--no-deps", wheel.path], f"installing {wheel.filename} without its dependencies ({backend})")
         available = wheelhouse_files(options.wheelhouse) if options.wheelhouse else None
         todo, left_out = plan_no_deps(wheel.requires_dist, _installed_names(python), available, _marker_env(python))
         # pip would take another environment's copy, seen through the .pth, as installed: insist.
@@ -247,7 +250,8 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         if rest:
             run(pip + constrain + ["--no-deps", *rest], "installing the wheel's missing requirements without resolving them")
         if own:
-            run(pip + constrain + ["--no-deps", "--ignore-installed", *own], "installing the CUDA runtime into the environment itself")
+            run(pip + constrain + ["--no-deps", *tool.reinstall([_project(item) for item in own]), *own],
+                "installing the CUDA runtime into the environment itself")
         say(f"--no-deps: installed {len(todo)} missing requirements one by one"
             + (f"; not installed (not in the wheelhouse): {', '.join(left_out)}" if left_out else ""))
     partial = stamp_file.with_suffix(".partial")

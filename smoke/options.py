@@ -75,8 +75,9 @@ ROW_OPTIONS: tuple[Opt, ...] = (
         type=Path, metavar="VENV", env=True),
     Opt("torch_index", "--torch-index", "an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu "
         "for a CPU row (default: pip's configuration)", metavar="URL", env=True),
-    Opt("venv_backend", "--venv-backend", "what builds the environment (default: virtualenv)", default="virtualenv",
-        choices=("virtualenv", "uv"), env=True),
+    Opt("venv_backend", "--venv-backend", "what builds and fills the environment: uv (uv venv, uv pip install from pip's "
+        "configured sources), virtualenv (virtualenv, pip install), or auto: uv where it is found, else virtualenv "
+        "(default: auto)", default="auto", choices=("auto", "uv", "virtualenv"), env=True),
     Opt("env_dir", "--env-dir", "where the environment is built (default: .gate/envs/ROW)", type=Path),
     Opt("reuse_env", "--reuse-env", "reuse the environment if it was built from the same wheel (sha256) and options",
         default=False, action="store_true", env=True),

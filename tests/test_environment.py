@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from smoke import environment, options as opts
+from smoke import environment, installer, options as opts
 from smoke.environment import plan_no_deps
 from smoke.wheel import probe_interpreter, read_wheel
 
@@ -49,7 +49,7 @@ def test_reuse_never_keeps_an_environment_built_from_another_wheel(slim_x86_64, 
     with pytest.raises(SystemExit), environment.built(given, interpreter, options, said.append):
         pass
     assert said == [f"environment {location} was built for another wheel or other options: rebuilding it"]
-    assert ran == ["creating the environment (virtualenv)"]
+    assert ran == [f"creating the environment ({installer.choose_backend('auto')[0]})"]
     # The failed rebuild left nothing half-made: the folder holds only the gate's mark.
     assert [p.name for p in location.iterdir()] == [".executorch-wheel-gate"]
     # The same wheel: reused, nothing run.

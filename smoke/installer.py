@@ -1,0 +1,188 @@
+"""Who fills the environment, and from where: pip, or uv with pip's own sources.
+
+pip reads its configuration (``pip.conf`` files, ``PIP_*`` variables): find-links, indexes,
+a constraint file. uv reads none of it, so a uv install given only the gate's own flags would
+quietly take its packages from elsewhere (on a machine whose torch comes from a configured local
+folder, another torch from PyPI). ``pip_sources`` asks pip itself (``pip config list``, which
+names every file and variable it read) and ``uv_install`` passes the same sources to uv as flags,
+with pip's way of choosing among indexes (the best version from any of them,
+``--index-strategy unsafe-best-match``), so both install the same versions.
+
+uv is found the way nox finds it: ``$UV``, else the ``uv`` Python package's binary (``pip install
+uv``, which ``requirements-gate.txt`` does), else ``uv`` on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from smoke import proc
+from smoke.errors import EnvironmentBuildError
+
+BACKENDS = ("auto", "uv", "virtualenv")
+UV_HINT = "install it with `python -m pip install uv` in the interpreter that runs the gate (requirements-gate.txt has it)"
+
+
+def find_uv() -> str | None:
+    """uv's binary, found as nox finds it: $UV, the uv package's own binary, then PATH."""
+    named = os.environ.get("UV")
+    if named:
+        return shutil.which(named) or (named if Path(named).is_file() else None)
+    try:
+        from uv import find_uv_bin  # the uv wheel's own locator
+    except ImportError:
+        pass
+    else:
+        try:
+            return find_uv_bin()
+        except FileNotFoundError:
+            pass
+    return shutil.which("uv")
+
+
+def choose_backend(asked: str) -> tuple[str, str | None]:
+    """(backend, uv binary or None) for ``--venv-backend`` ``asked``: ``auto`` is uv where it is found."""
+    if asked == "virtualenv":
+        return "virtualenv", None
+    uv = find_uv()
+    if uv is not None:
+        return "uv", uv
+    if asked == "uv":
+        raise EnvironmentBuildError(f"--venv-backend uv: no uv found ($UV, the uv package, PATH): {UV_HINT}")
+    return "virtualenv", None
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where pip would take packages from, as pip's configuration says (values in pip's own order)."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    no_index: bool = False
+    trusted_hosts: tuple[str, ...] = ()
+    unhandled: tuple[str, ...] = field(default=())  # settings uv is not given (named in the line printed)
+
+    def uv_flags(self) -> list[str]:
+        flags: list[str] = []
+        if self.no_index:
+            flags.append("--no-index")
+        if self.index_url and not self.no_index:
+            flags += ["--index-url", self.index_url]
+        for url in () if self.no_index else self.extra_index_urls:
+            flags += ["--extra-index-url", url]
+        for link in self.find_links:
+            flags += ["--find-links", link]
+        for path in self.constraints:
+            flags += ["--constraint", path]
+        for host in self.trusted_hosts:
+            flags += ["--allow-insecure-host", host]
+        return flags
+
+    def describe(self) -> str:
+        parts = []
+        if self.no_index:
+            parts.append("no index")
+        else:
+            parts.append(f"index {self.index_url or 'PyPI (pip default)'}")
+            parts += [f"extra index {url}" for url in self.extra_index_urls]
+        parts += [f"find-links {link}" for link in self.find_links]
+        parts += [f"constraint {path}" for path in self.constraints]
+        if self.unhandled:
+            parts.append(f"pip settings uv is not given: {', '.join(self.unhandled)}")
+        return "; ".join(parts)
+
+
+# pip's settings that choose where packages come from, and those that need no translation for uv.
+_LIST_SETTINGS = {"extra-index-url", "find-links", "constraint", "trusted-host"}
+_IGNORED = {"disable-pip-version-check", "default-timeout", "timeout", "cert", "progress-bar", "quiet",
+            "verbose", "no-cache-dir", "cache-dir", "retries", "no-input", "root-user-action", "break-system-packages",
+            "no-warn-script-location", "require-virtualenv", "config-file"}
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def parse_pip_config(listing: str) -> Sources:
+    """Read ``pip config list`` output (``section.name='value'`` lines, ``:env:.name`` for PIP_* variables).
+
+    pip applies its sections in order (global, then the command's ``install``, then ``:env:``),
+    a later value replacing an earlier one of the same name; list settings are whitespace-separated."""
+    values: dict[str, str] = {}
+    rank = {"global": 0, "install": 1, ":env:": 2}
+    order: dict[str, int] = {}
+    for line in listing.splitlines():
+        key, sep, raw = line.partition("=")
+        if not sep or "." not in key:
+            continue
+        section, _, name = key.rpartition(".")
+        if section not in rank:
+            continue  # another command's section (download, wheel, ...): not what install reads
+        try:  # pip prints each value as Python's repr
+            value = str(ast.literal_eval(raw.strip()))
+        except (ValueError, SyntaxError):
+            value = raw.strip().strip("'\"")
+        if rank[section] >= order.get(name, -1):
+            values[name], order[name] = value, rank[section]
+    def listed(name: str) -> tuple[str, ...]:
+        return tuple(values.get(name, "").split())
+
+    known = {"index-url", "no-index"} | _LIST_SETTINGS
+    unhandled = tuple(sorted(name for name in values if name not in known and name not in _IGNORED))
+    return Sources(index_url=values.get("index-url") or None, extra_index_urls=listed("extra-index-url"),
+                   find_links=listed("find-links"), constraints=listed("constraint"),
+                   no_index=values.get("no-index", "").lower() in _TRUE, trusted_hosts=listed("trusted-host"),
+                   unhandled=unhandled)
+
+
+def pip_sources(python: Path | str, env: Mapping[str, str]) -> Sources:
+    """pip's configured sources, as the pip of ``python`` reads them in ``env``."""
+    try:
+        out = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True,
+                             env=dict(env), timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentBuildError(f"reading pip's configuration failed ({exc}): pass --venv-backend virtualenv") from exc
+    if out.returncode != 0:
+        raise EnvironmentBuildError(f"reading pip's configuration failed (exit {out.returncode}): "
+                                    f"{proc.tail(out.stdout + out.stderr)}; pass --venv-backend virtualenv")
+    return parse_pip_config(out.stdout)
+
+
+@dataclass(frozen=True)
+class Installer:
+    """The command that installs into one environment: ``pip install`` run by its Python, or ``uv pip install``."""
+
+    backend: str
+    python: Path
+    uv: str | None = None
+    sources: Sources | None = None
+
+    def base(self, *, wheelhouse: Path | None, torch_index: str | None) -> list[str]:
+        if self.backend == "uv":
+            cmd = [self.uv, "pip", "install", "--quiet", "--python", str(self.python),
+                   "--index-strategy", "unsafe-best-match", *self.sources.uv_flags()]
+        else:
+            cmd = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        if wheelhouse is not None:
+            cmd += ["--no-index", "--find-links", str(wheelhouse)]
+        elif torch_index:
+            cmd += ["--extra-index-url", torch_index]
+        return cmd
+
+    def reinstall(self, projects: Sequence[str]) -> list[str]:
+        """Flags that install ``projects`` even where another environment's copy is seen as installed."""
+        if self.backend == "uv":
+            return [flag for name in projects for flag in ("--reinstall-package", name)]
+        return ["--ignore-installed"]
+
+
+def venv_command(backend: str, uv: str | None, interpreter: str, location: Path) -> list[str]:
+    if backend == "uv":
+        return [uv, "venv", "--quiet", "--seed", "--allow-existing", "-p", interpreter, str(location)]
+    return [sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter, str(location)]
