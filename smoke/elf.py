@@ -96,17 +96,17 @@ def read_library(path: str, data: bytes) -> Library:
 
     try:
         elf = ELFFile(io.BytesIO(data))
-        dynamic = elf.get_section_by_name(".dynamic")
+        check_layout(elf, len(data))  # every header, section and segment inside the file, as the tables below assume
         needed, runpath, rpath = [], [], []
-        for tag in dynamic.iter_tags() if dynamic is not None else ():
-            kind = tag.entry.d_tag
+        for kind, value in dynamic_strings(elf):
             if kind == "DT_NEEDED":
-                needed.append(tag.needed)
+                needed.append(value)
             elif kind == "DT_RUNPATH":
-                runpath.extend(tag.runpath.split(":"))
+                runpath.extend(value.split(":"))
             elif kind == "DT_RPATH":
-                rpath.extend(tag.rpath.split(":"))
+                rpath.extend(value.split(":"))
         defined, weak_defined = _defined_symbols(elf)
+        check_versions(elf)  # bounds auditwheel's walk of the version tables (it follows their counts and links)
         platform = _get_platform(elf)
         try:
             architecture, isa = platform.baseline_architecture.value, platform.extended_architecture
@@ -121,9 +121,10 @@ def read_library(path: str, data: bytes) -> Library:
             "isa_level": isa.value if isa is not None else None,
         }
     # pyelftools reports a malformed file through its own classes, its construct library's and Python's
-    # (a bad index, a missing terminator): each is the same finding, bytes the loader cannot read.
+    # (a bad index, a missing terminator, an offset too large to seek to): each is the same finding, bytes
+    # the loader cannot read. So are this module's own checks (ValueError).
     except (ELFError, ConstructError, ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError,
-            struct.error) as exc:
+            ArithmeticError, EOFError, struct.error) as exc:
         raise ElfError(f"{path} is not a readable ELF file ({exc})") from exc
     # The loader ignores DT_RPATH when DT_RUNPATH is present.
     entries, tag = (runpath, "RUNPATH") if runpath else (rpath, "RPATH" if rpath else "")
@@ -131,9 +132,129 @@ def read_library(path: str, data: bytes) -> Library:
                    empty_entries=sum(1 for e in entries if not e), **loader, weak_defined=weak_defined)
 
 
-# The longest symbol name read (mangled C++ names run to a few hundred bytes; executorch's longest is far below this).
+# The longest string read from a string table (mangled C++ names run to a few hundred bytes; executorch's
+# longest is far below this): a longer one is cut here, so that many entries naming one long run stay cheap.
 MAX_SYMBOL_NAME = 4096
 STB_WEAK = 2  # the binding in the high four bits of st_info (ELF gABI)
+# Elf32_Verneed and Elf32_Vernaux, and their Elf64 forms, are 16 bytes each (gABI, GNU symbol versioning).
+VERSION_ENTRY = 16
+# The string-valued tags of the dynamic section that the gate reads or the loader opens.
+STRING_TAGS = ("DT_NEEDED", "DT_RUNPATH", "DT_RPATH", "DT_SONAME")
+
+
+def check_layout(elf, size: int) -> None:
+    """Every table the headers name lies inside the file, or ValueError saying which does not.
+
+    The loader maps what the program headers name; the gate reads what the section headers name. A
+    file cut short, or a header pointing past its end, is one the loader cannot load as its headers
+    say, and one whose tables pyelftools would read from wherever the offset lands.
+    """
+    for table, offset, count, entry in (("program", "e_phoff", "e_phnum", "e_phentsize"),
+                                        ("section", "e_shoff", "e_shnum", "e_shentsize")):
+        end = elf[offset] + elf[count] * elf[entry]
+        if elf[count] and end > size:
+            raise ValueError(f"its {table} headers ({elf[count]} of {elf[entry]} B at byte {elf[offset]}) end at byte {end}, "
+                             f"past the end of the file ({size} B): truncated?")
+    named = elf.get_section_by_name(".dynamic")
+    if named is not None and named["sh_type"] != "SHT_DYNAMIC":
+        raise ValueError(f"its .dynamic section is of type {named['sh_type']}, not SHT_DYNAMIC")
+    for index in range(elf.num_segments()):
+        segment = elf.get_segment(index)
+        end = segment["p_offset"] + segment["p_filesz"]
+        if segment["p_filesz"] and end > size:
+            raise ValueError(f"segment {index} ({segment['p_type']}) ends at byte {end}, past the end of the file "
+                             f"({size} B): truncated?")
+    count = elf.num_sections()
+    for index in range(count):
+        section = elf.get_section(index)
+        end = section["sh_offset"] + section["sh_size"]
+        if section["sh_type"] not in ("SHT_NOBITS", "SHT_NULL") and end > size:
+            raise ValueError(f"section {index} ({section['sh_type']}) ends at byte {end}, past the end of the file "
+                             f"({size} B): truncated?")
+    if count and not 0 < elf.get_shstrndx() < count:
+        raise ValueError(f"e_shstrndx {elf.get_shstrndx()} names no section of the {count}")
+    if elf["e_type"] in ("ET_DYN", "ET_EXEC"):
+        segments = [elf.get_segment(i)["p_type"] for i in range(elf.num_segments())]
+        if "PT_LOAD" not in segments:
+            raise ValueError(f"it is {elf['e_type']} with no PT_LOAD segment: the loader has nothing to map")
+        if "PT_DYNAMIC" in segments and not any(s["sh_type"] == "SHT_DYNAMIC" for s in elf.iter_sections()):
+            raise ValueError("its PT_DYNAMIC segment (what the loader reads) has no SHT_DYNAMIC section: its section "
+                             "headers are stripped or damaged, so its needs and search path cannot be read")
+
+
+def _linked_strings(elf, section) -> bytes:
+    """The string table a section's sh_link names (a .dynamic's, a .dynsym's, a version table's)."""
+    link, count = section["sh_link"], elf.num_sections()
+    if not 0 < link < count:
+        raise ValueError(f"its {section['sh_type']} section links string table {link}, of {count} sections")
+    strings = elf.get_section(link)
+    if strings["sh_type"] != "SHT_STRTAB":
+        raise ValueError(f"its {section['sh_type']} section links section {link} of type {strings['sh_type']}, "
+                         "not a string table")
+    return strings.data()
+
+
+def _string(strings: bytes, offset: int, what: str) -> str:
+    """The string at ``offset`` of a string table; one that starts or runs past the table is an error."""
+    if offset >= len(strings):
+        raise ValueError(f"{what} names byte {offset} of a {len(strings)}-byte string table")
+    end = strings.find(b"\0", offset, offset + MAX_SYMBOL_NAME)
+    if end < 0:
+        if offset + MAX_SYMBOL_NAME >= len(strings):
+            raise ValueError(f"{what} at byte {offset} runs past the end of its string table")
+        end = offset + MAX_SYMBOL_NAME
+    return strings[offset:end].decode("utf-8", "replace")
+
+
+def _section_of_type(elf, kind: str):
+    found = [section for section in elf.iter_sections() if section["sh_type"] == kind]
+    if len(found) > 1:
+        raise ValueError(f"it has {len(found)} {kind} sections; the loader and the gate read one")
+    return found[0] if found else None
+
+
+def dynamic_strings(elf):
+    """(tag, string) of each DT_NEEDED, DT_RUNPATH, DT_RPATH and DT_SONAME of the dynamic section,
+    each string read inside the section's own string table (pyelftools reads on past its end)."""
+    dynamic = _section_of_type(elf, "SHT_DYNAMIC")
+    if dynamic is None:
+        return
+    strings = _linked_strings(elf, dynamic)
+    for tag in dynamic.iter_tags():
+        kind = tag.entry.d_tag
+        if kind in STRING_TAGS:
+            yield kind, _string(strings, tag.entry.d_val, kind)
+
+
+def check_versions(elf) -> None:
+    """The GNU version-needs table is a chain its own counts and links walk: each entry and each name
+    inside the section and its string table, and no more entries than the section holds (pyelftools
+    follows the counts as given: a count of 2**32 over a zero link reads one entry four billion times)."""
+    table = _section_of_type(elf, "SHT_GNU_verneed")
+    if table is None:
+        return
+    strings, data = _linked_strings(elf, table), table.data()
+    order = "<" if elf.little_endian else ">"
+    need, aux_entry = struct.Struct(order + "HHIII"), struct.Struct(order + "IHHII")
+    room, offset = len(data) // VERSION_ENTRY, 0
+    if table["sh_info"] > room:
+        raise ValueError(f"its version-needs table says {table['sh_info']} entries, its {len(data)} B hold {room} at most")
+    for _ in range(table["sh_info"]):
+        if not 0 <= offset <= len(data) - VERSION_ENTRY:
+            raise ValueError(f"a version-needs entry at byte {offset} lies outside its {len(data)}-byte table")
+        _version, count, file, aux, step = need.unpack_from(data, offset)
+        _string(strings, file, "a version-needs entry")
+        room -= count
+        if room < 0:
+            raise ValueError(f"its version-needs table names more entries than its {len(data)} B hold")
+        at = offset + aux
+        for _ in range(count):
+            if not 0 <= at <= len(data) - VERSION_ENTRY:
+                raise ValueError(f"a version entry at byte {at} lies outside its {len(data)}-byte table")
+            _hash, _flags, _other, name, next_aux = aux_entry.unpack_from(data, at)
+            _string(strings, name, "a needed version")
+            at += next_aux
+        offset += step
 
 
 def dynamic_symbols(elf):
@@ -143,10 +264,10 @@ def dynamic_symbols(elf):
     Elf64_Sym of the gABI): a large library has tens of thousands of entries, and reading them one
     by one through pyelftools took most of ``nox -s inspect``'s time.
     """
-    table = elf.get_section_by_name(".dynsym")
+    table = _section_of_type(elf, "SHT_DYNSYM")
     if table is None:
         return
-    names = elf.get_section(table["sh_link"]).data()
+    names = _linked_strings(elf, table)
     data, order = table.data(), "<" if elf.little_endian else ">"
     # name, info, shndx: Elf64_Sym is name(4) info(1) other(1) shndx(2) value(8) size(8); Elf32_Sym is name(4) value(4) size(4) info(1) other(1) shndx(2).
     layout = struct.Struct(order + ("IBxH16x" if elf.elfclass == 64 else "I8xBxH"))
@@ -157,8 +278,7 @@ def dynamic_symbols(elf):
         raise ValueError(f".dynsym has entries of {size} B over {len(data)} of {table['sh_size']} B, not {layout.size} B each")
     for offset in range(0, len(data), size):
         name, info, shndx = layout.unpack_from(data, offset)
-        end = names.find(b"\0", name, name + MAX_SYMBOL_NAME)  # bounded: a name without its terminator is garbage
-        yield names[name:end if end >= 0 else name].decode("utf-8", "replace"), info >> 4, shndx != 0
+        yield _string(names, name, f"symbol {offset // size}") if name else "", info >> 4, shndx != 0
 
 
 def _undefined_symbols(elf) -> list[str]:
