@@ -65,6 +65,7 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, de
     assert "cuda_x86_64: FAILED (exit 1)" in proc.stderr
     assert "reusing environment" in out
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
+    assert f"a CPU build is gated by the CPU row: nox -s cpu_x86_64 -- {declared_x86_64}" in out
     assert "FAIL CUDA libraries: the CUDA delegate's libraries of the 1.5 layout are not in the wheel" in out
     assert "FAIL CUDA runtime declared: the wheel's Requires-Dist names no nvidia-* CUDA runtime package" in out
     assert "FAIL torch agrees: torch 2.13.0+cpu is a CPU build (torch.version.cuda is None)" in out

@@ -80,7 +80,8 @@ def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
     local = wheel.version.local or ""
     if cuda_train(wheel) is None:
         detail = f" (it is +{local})" if local else ""
-        return failed(CUDA_BUILD.name, f"{wheel.filename!r} is a CPU build: version {wheel.version} has no +cuXXX local label{detail}",
+        return failed(CUDA_BUILD.name, f"{wheel.filename!r} is a CPU build: version {wheel.version} has no +cuXXX local label{detail}; "
+                      f"a CPU build is gated by the CPU row: nox -s cpu_{row.machine} -- {wheel.path}",
                       local_version=local)
     return passed(CUDA_BUILD.name, f"+{local}, CUDA {cuda_major(local)}", local_version=local)
 
