@@ -3,61 +3,125 @@
 - ``run``: a command run to its end with its output captured. A command that cannot start or runs
   past its time limit raises the caller's error class (a ``GateError``: one ``ERROR`` line at the
   edge) naming what it was for; with ``check=True`` so does a non-zero exit, with the output's tail.
+  Its output goes to temporary files, of which the last ``CAPTURE_BYTES`` are kept: a command that
+  prints gigabytes does not grow the gate.
 - ``start``: a process that runs beside the gate (the child, the negative control's process, the
   parallel export), optionally as the leader of a process group of its own so that
   ``end_group`` ends it and everything it started.
-- ``tail`` and ``file_tail``: the last lines of an output, the one way the gate quotes one.
+- ``tail`` and ``file_tail``: the last lines of an output, the one way the gate quotes one; a file's
+  tail is read from its last ``TAIL_BYTES`` (by seeking, never the whole file) and a line longer
+  than ``LINE_CHARS`` is cut.
+
+Everything a process started with ``own_group`` starts is ended with it, even what left its group
+or session (``setsid``, a double-forked daemon): the gate makes itself a child subreaper (Linux's
+``PR_SET_CHILD_SUBREAPER``, so that orphans re-parent to it rather than to init), marks the tree
+with a token in the environment (``TREE_VARIABLE``; its descendants inherit it) and ``end_group``
+ends, besides the group, every descendant of the leader and every process carrying the token
+(read from ``/proc``), then reaps those that re-parented to the gate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
 from smoke.errors import GateError
 
 TAIL_LINES = 3
+TAIL_BYTES = 64 * 1024  # the window a file's tail is read from
+LINE_CHARS = 400  # a quoted line longer than this is cut
+CAPTURE_BYTES = 16 * 1024 * 1024  # what ``run`` keeps of a command's stdout, and of its stderr: the end
+TREE_VARIABLE = "SMOKE_GATE_TREE"  # tokens of the gate's process trees this process belongs to
+PR_SET_CHILD_SUBREAPER = 36
+_PROC = Path("/proc")
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else f"{line[:LINE_CHARS]}... ({len(line)} chars)"
 
 
 def tail(text: str, lines: int = TAIL_LINES, joiner: str = " | ") -> str:
-    """The last ``lines`` non-empty lines of ``text``, joined on one line (or with ``joiner``)."""
-    return joiner.join([line for line in text.strip().splitlines() if line.strip()][-lines:])
+    """The last ``lines`` non-empty lines of ``text``, joined on one line (or with ``joiner``); a line
+    longer than ``LINE_CHARS`` is cut."""
+    return joiner.join([_cut(line) for line in text.strip().splitlines() if line.strip()][-lines:])
+
+
+def read_end(handle: IO[bytes], limit: int) -> tuple[bytes, bool]:
+    """The last ``limit`` bytes of an open binary file, read by seeking; and whether that cut anything."""
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - limit))
+    return handle.read(limit), size > limit
 
 
 def file_tail(path: Path, lines: int = TAIL_LINES) -> str:
-    return tail(path.read_text(errors="replace"), lines) if path.exists() else ""
+    """The last lines of a log the gate wrote, read from its last ``TAIL_BYTES`` only."""
+    try:
+        with path.open("rb") as handle:
+            data, cut = read_end(handle, TAIL_BYTES)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"(cannot read {path.name}: {exc.strerror or exc})"
+    return tail(("..." if cut else "") + data.decode(errors="replace"), lines)
 
 
 def run(cmd: Sequence[str | os.PathLike], *, what: str, error: type[GateError] = GateError, timeout: float | None = None,
         env: Mapping[str, str] | None = None, cwd: Path | None = None, check: bool = True,
         tail_lines: int = TAIL_LINES, joiner: str = " | ", fix: str = "") -> subprocess.CompletedProcess:
-    """Run ``cmd`` to its end, output captured as text. ``what`` says what it was for ("building the
-    environment"); ``fix`` (if given) ends each error's message with what to do."""
+    """Run ``cmd`` to its end, output captured as text (its last ``CAPTURE_BYTES`` of each stream).
+    ``what`` says what it was for ("building the environment"); ``fix`` (if given) ends each
+    error's message with what to do. At its time limit, on an interrupt, and when it exits, what it
+    started and left running is ended with it."""
     argv = [str(part) for part in cmd]
     end = f"; {fix}" if fix else ""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=dict(env) if env is not None else None, cwd=cwd)
-    except OSError as exc:
-        raise error(f"{what} failed: cannot run {argv[0]!r} ({exc}){end}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise error(f"{what} failed: {argv[0]!r} ran past its {timeout:g} s limit and was ended{end}") from exc
-    if check and proc.returncode != 0:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            process = start(argv, env=env, cwd=cwd, stdout=out, stderr=err, own_group=True)
+        except OSError as exc:
+            raise error(f"{what} failed: cannot run {argv[0]!r} ({exc}){end}") from exc
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise error(f"{what} failed: {argv[0]!r} ran past its {timeout:g} s limit and was ended{end}") from exc
+        finally:
+            end_group(process, grace=0)  # an interrupt, or what it left running
+        stdout, stderr = (_captured(handle) for handle in (out, err))
+    ran = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+    if check and ran.returncode != 0:
         between = "\n" if "\n" in joiner else ": "  # a multi-line tail starts on a line of its own
-        raise error(f"{what} failed (exit {proc.returncode}): {' '.join(argv)}"
-                    f"{between}{tail(proc.stdout + proc.stderr, tail_lines, joiner)}{end}")
-    return proc
+        raise error(f"{what} failed (exit {ran.returncode}): {' '.join(argv)}"
+                    f"{between}{tail(ran.stdout + ran.stderr, tail_lines, joiner)}{end}")
+    return ran
+
+
+def _captured(handle: IO[bytes]) -> str:
+    data, cut = read_end(handle, CAPTURE_BYTES)
+    return ("..." if cut else "") + data.decode(errors="replace")
 
 
 def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
           stdin: int | None = None, stdout: int | IO | None = None, stderr: int | IO | None = None,
           text: bool = False, own_group: bool = False) -> subprocess.Popen:
-    """Start a process beside the gate; ``own_group``: as the leader of a new process group (``end_group``)."""
-    return subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
-                            stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group)
+    """Start a process beside the gate; ``own_group``: as the leader of a new process group (``end_group``),
+    its tree marked so that ``end_group`` finds what left the group."""
+    token = None
+    if own_group:
+        subreaper()
+        token = uuid.uuid4().hex
+        env = dict(os.environ if env is None else env)
+        env[TREE_VARIABLE] = " ".join(filter(None, (env.get(TREE_VARIABLE, ""), token)))
+    process = subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
+                               stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group)
+    process.gate_tree = token  # type: ignore[attr-defined]
+    return process
 
 
 def end(proc: subprocess.Popen | None) -> None:
@@ -68,17 +132,118 @@ def end(proc: subprocess.Popen | None) -> None:
 
 
 def end_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """End a process group started with ``own_group`` (it and every process it started): SIGTERM,
-    then SIGKILL after ``grace`` seconds, and SIGKILL to the group in any case once the leader is gone."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    except ProcessLookupError:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """End a process started with ``own_group`` and everything it started (its group, its
+    descendants, whatever carries its tree's token, setsid or not): SIGTERM, then SIGKILL after
+    ``grace`` seconds, and SIGKILL to all of them in any case once the leader is gone; then reap."""
+    token = getattr(proc, "gate_tree", None)
+    seen = _signal_tree(proc, token, signal.SIGTERM)
+    if proc.poll() is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    deadline = time.monotonic() + 5
+    while True:  # again until none is left: one may have forked while we signalled
+        alive = _signal_tree(proc, token, signal.SIGKILL)
+        seen |= alive
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     proc.wait()
+    _reap(seen - {proc.pid})
+
+
+def subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (Linux): an orphan re-parents to it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _signal_tree(proc: subprocess.Popen, token: str | None, signum: int) -> set[int]:
+    """Send ``signum`` to the group and every live member of the tree; the members signalled."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)
+    members = tree(proc.pid if proc.returncode is None else None, token)
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+    return members
+
+
+def tree(root: int | None, token: str | None) -> set[int]:
+    """The live (not zombie) processes of a tree: ``root``'s descendants, every process whose
+    environment carries ``token`` and their descendants (empty where there is no ``/proc``)."""
+    roots = {root} if root is not None else set()
+    if token:
+        roots |= {pid for pid in _pids() if token in _tokens(pid)}
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in found or pid == os.getpid():
+            continue
+        found.add(pid)
+        todo.extend(_children(pid))
+    return {pid for pid in found if _state(pid) not in ("Z", "X", None)}
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(entry.name) for entry in os.scandir(_PROC) if entry.name.isdigit()]
+    except OSError:
+        return []
+
+
+def _tokens(pid: int) -> list[str]:
+    try:
+        environ = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return []
+    prefix = TREE_VARIABLE.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace").split()
+    return []
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = list(os.scandir(_PROC / str(pid) / "task"))
+    except OSError:
+        return found
+    for task in tasks:
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(part) for part in (Path(task.path) / "children").read_text().split()]
+    return found
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()  # after "pid (comm)": state, ppid, ...
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[0] if fields else None
+
+
+def _reap(pids: set[int]) -> None:
+    """Reap the members that re-parented to us (we are their subreaper), waiting briefly for each."""
+    deadline = time.monotonic() + 2
+    for pid in pids:
+        fields = _stat(pid)
+        if not fields or int(fields[1]) != os.getpid():
+            continue  # gone already, or not ours to reap
+        while True:
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
