@@ -30,6 +30,10 @@ class EnvironmentBuildError(GateError):
     """Building or filling the isolated environment failed."""
 
 
+class MachineError(GateError):
+    """The machine, not the wheel: a folder the run writes to is full, read-only or gone (the message names it)."""
+
+
 class MissingTool(GateError):
     """A tool the gate itself needs is not installed in the interpreter running it."""
 

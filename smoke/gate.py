@@ -12,26 +12,89 @@ interpreter and reads the child's record file as it grows.
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from smoke import download, environment, installed, loaderenv, options as opts, owned, pairing, pipeline, report, shipped, stages, wheel as wheels
 from smoke.console import emit, phase, say
-from smoke.errors import EXIT_FAILED
+from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.follow import StopChild, judge_child, run_child
 from smoke.report import Run
-from smoke.results import all_passed, skipped, summary_line
+from smoke.results import Status, all_passed, skipped, summary_line
 from smoke.rows import Row, check_host, check_machine
 
 REPO = Path(__file__).resolve().parent.parent
+OWN = REPO / ".gate"  # the only place in the checkout where the gate's folders may be
 
 
 def gate(row: Row, options: opts.Options) -> int:
     """One row, start to verdict. The folders it takes (``smoke.owned``: the work folder, the
     environment) are context managers on one stack, released however the run ends."""
     with contextlib.ExitStack() as stack:
-        return _gate(row, options, stack)
+        with machine("the run", None, None):  # the last net: stages say which of their folders
+            return _gate(row, options, stack)
+
+
+@contextlib.contextmanager
+def machine(what: str, folder: Path | None, option: str | None) -> Iterator[None]:
+    """An OSError of the machine in a stage (a disk full, a read-only or vanished folder) is a
+    ``MachineError`` naming the folder and what to do, never a traceback or a FAIL of the wheel."""
+    try:
+        yield
+    except OSError as exc:
+        where = folder if folder is not None else Path(exc.filename).parent if exc.filename else None
+        at = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
+        fix = ("free space there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+               "make it writable" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else "see to it")
+        raise MachineError(f"{what}: {exc.strerror or exc} in {str(where) if where else 'a folder it writes'!r}{at}; "
+                           f"the machine, not the wheel: {fix}{f' (or pass another {option})' if option else ''}, then run again") from None
+
+
+def _inside(inner: Path, outer: Path) -> bool:
+    return inner == outer or inner.is_relative_to(outer)
+
+
+def _places(path: Path) -> tuple[Path, Path]:
+    """Where a path is: as given (a link a folder holds is in that folder) and where it leads."""
+    absolute = Path(os.path.abspath(path))
+    return Path(os.path.realpath(absolute.parent)) / absolute.name, Path(os.path.realpath(absolute))
+
+
+def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
+    """Every path the run will write, refused now, before any work, with one line naming the option:
+    the report folder and its two reports, the step summary, the environment and work folders (a path
+    the file system cannot hold; a file where a folder must be; folders inside one another, which
+    emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
+    if options.report_dir is not None:
+        report.check_writable(options.report_dir, [Run(row.name).stem])
+    report.check_step_summary()
+    folders = [("--env-dir", env_dir), ("--workdir", options.workdir), ("--report-dir", options.report_dir)]
+    folders = [(option, path) for option, path in folders if path is not None]
+    for option, path in folders[:2]:
+        report.check_length(path, option, f"pass a shorter {option}")
+        owned.check_place(path, option)
+    folders = [(option, Path(os.path.realpath(path))) for option, path in folders]  # a link is where it leads
+    for (first, a), (second, b) in itertools.combinations(folders, 2):
+        if _inside(a, b) or _inside(b, a):
+            how = "is" if a == b else "is inside" if _inside(a, b) else "holds"
+            raise GateError(f"{first} {str(a)!r} {how} {second} {str(b)!r}: the gate empties its environment and work "
+                            f"folders, and the report folder is searched for reports; pass folders apart from one another")
+    inputs = [("the wheel", options.wheel), ("--constraints", options.constraints), ("--wheelhouse", options.wheelhouse),
+              ("--torch-from", options.torch_from), ("the gate's checkout", REPO)]
+    for option, path in folders[:2]:
+        for name, given in inputs:
+            if given is not None and any(_inside(place, path) for place in _places(Path(given))):
+                raise GateError(f"{option} {str(path)!r} holds {name} {str(given)!r}, which the gate would empty away: "
+                                f"pass a folder of its own to {option}")
+        if _inside(path, REPO) and not _inside(path, OWN) or path == OWN:
+            raise GateError(f"{option} {str(path)!r} is inside the gate's checkout {str(REPO)!r}: pass a folder outside it, "
+                            f"or leave {option} out (the default is under {str(OWN)!r})")
 
 
 def _said_kept(folder: owned.Owned) -> None:
@@ -46,9 +109,8 @@ def _work_folder(stack: contextlib.ExitStack, path: Path) -> owned.Owned:
 def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     run = Run(row.name)
     start = time.monotonic()
-    if options.report_dir is not None:
-        report.check_writable(options.report_dir)
-    report.check_step_summary()
+    env_dir = options.env_dir or REPO / ".gate" / "envs" / row.name
+    check_outputs(row, options, env_dir)
     interpreter = wheels.probe_interpreter(options.python)
     path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
     with phase(run, f"reading the wheel {path}"):
@@ -63,14 +125,18 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
 
     given_work = None
     if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's
-        given_work = _work_folder(stack, options.workdir)
+        with machine("the work folder", options.workdir, "--workdir"):
+            given_work = _work_folder(stack, options.workdir)
 
     if not file_checks(run, row, wheel, options):
         return finish(run, options, None, start)
+    if run.libraries.unreadable or run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
+        say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
+        return finish(run, options, None, start)
 
-    env_options = environment.EnvOptions(env_dir=options.env_dir or REPO / ".gate" / "envs" / row.name,
-                                         constraints=constraints, **opts.for_environment(options))
-    with phase(run, f"building the environment in {env_options.env_dir} ({options.venv_backend}, {interpreter.describe()})"):
+    env_options = environment.EnvOptions(env_dir=env_dir, constraints=constraints, **opts.for_environment(options))
+    with phase(run, f"building the environment in {env_options.env_dir} ({options.venv_backend}, {interpreter.describe()})"), \
+            machine("building the environment", env_dir, "--env-dir"):
         env = stack.enter_context(environment.built(wheel, interpreter, env_options, say))
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
@@ -88,12 +154,15 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
 
     if given_work is not None:
         work = given_work
-        work.empty()  # an earlier run's records are never read as this run's
+        with machine("the work folder", work.path, "--workdir"):
+            work.empty()  # an earlier run's records are never read as this run's
     else:
-        work = _work_folder(stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
+        with machine("making a temporary work folder", Path(tempfile.gettempdir()), "--workdir, or TMPDIR"):
+            work = _work_folder(stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
     workdir = work.path
     record, log = workdir / "record.jsonl", workdir / "child.log"
-    record.write_text("")
+    with machine("the work folder", workdir, "--workdir"):
+        record.write_text("")
     cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
@@ -101,8 +170,10 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
         if options.overlap and not installed_checks(run, row, wheel, facts, options):
             raise StopChild
 
-    outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r),
-                        lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
+    with machine("the child's record and log", workdir, "--workdir"):
+        outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r),
+                            lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
+    machine_failure(run, workdir)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:
         for check in pipeline.for_row(row, stages.ENVIRONMENT):
@@ -111,6 +182,17 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     if verdict is not None:
         emit(run, verdict)
     return finish(run, options, work, start)
+
+
+def machine_failure(run: Run, workdir: Path) -> None:
+    """A check the child failed because the machine refused a write (its disk full, its folder read-only)
+    judged nothing about the wheel: the run is an error naming the work folder, not a FAIL."""
+    said = {os.strerror(code) for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)}
+    for result in run.results:
+        if result.status is Status.FAIL and (found := next((text for text in said if text in result.reason), None)):
+            raise MachineError(f"{result.name} could not write to the work folder {str(workdir)!r}: {found}; the machine, "
+                               f"not the wheel: free space there or make it writable (or pass another --workdir), then "
+                               f"run again (the artifacts are kept there)")
 
 
 def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shipped.Libraries | None = None) -> bool:
@@ -143,16 +225,26 @@ def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
     ok = all_passed(run.results)
     run.exit_code = 0 if ok else EXIT_FAILED
     run.seconds = time.monotonic() - start
+    unwritten = []  # the verdict stands and is printed even where a report cannot be written
     if options.report_dir is not None:
-        written = report.write(run, options.report_dir)
-        say(f"reports: {', '.join(str(p) for p in written)}")
-    summary = report.append_step_summary(run)
-    if summary is not None:
-        say(f"step summary: appended to {summary}")
+        try:
+            written = report.write(run, options.report_dir)
+            say(f"reports: {', '.join(str(p) for p in written)}")
+        except GateError as exc:
+            unwritten.append(str(exc))
+    try:
+        summary = report.append_step_summary(run)
+        if summary is not None:
+            say(f"step summary: appended to {summary}")
+    except OSError as exc:
+        unwritten.append(f"GITHUB_STEP_SUMMARY {os.environ.get('GITHUB_STEP_SUMMARY')!r} could not be appended to "
+                         f"({exc.strerror or exc})")
     if work is not None:
         if ok and not options.keep and options.workdir is None:
             work.discard = True  # a temporary folder this run made and marked: removed as the run ends
         else:
             say(f"artifacts kept in {work.path}")
     say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {run.seconds:.1f} s")
+    for line in unwritten:
+        print(f"ERROR {line}; the verdict above stands (exit {run.exit_code}), without that file", file=sys.stderr, flush=True)
     return run.exit_code

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,26 @@ class Owned:
     def release(self) -> None:
         if not self.lock.closed:
             self.lock.close()
+
+
+def check_place(path: Path, option: str) -> None:
+    """Before any work: refuse a folder the run could not make or write (a file or a dangling link on the
+    way, a read-only or full file system), without making it. A real file is made and removed, not
+    ``os.access``: root passes access() on a read-only file system's folders too."""
+    probe = Path(path)
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    fix = f"pass a writable folder to {option}"
+    if not probe.is_dir():
+        kind = "a dangling link" if probe.is_symlink() else "not a folder"
+        raise FolderRefused(f"{option} {str(path)!r} cannot be made or written ({str(probe)!r} is {kind}); {fix}")
+    try:
+        handle, name = tempfile.mkstemp(prefix=".gate-probe-", dir=probe)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as exc:
+        raise FolderRefused(f"{option} {str(path)!r} cannot be made or written ({str(probe)!r}: {exc.strerror or exc}); "
+                            f"{fix}") from None
 
 
 def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = ()) -> Owned:

@@ -6,13 +6,17 @@ versioned by ``SCHEMA``; its fields are documented in the README ("Reports").
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import io
 import json
 import os
+import stat
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from smoke.errors import GateError
 from smoke.results import CheckResult, Status, counts
@@ -104,13 +108,101 @@ def markdown(run: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
+# What a report the gate wrote begins with (``write``): an existing file at a report's path that does
+# not is someone else's, and is never overwritten.
+_OWN_STARTS = {".json": b'{\n  "schema": ', ".xml": b"<?xml version='1.0' encoding='utf-8'?>\n<testsuites name=\"executorch-gate\""}
+NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits, where the file system does not say its own
+
+
+class ReportNotWritten(GateError):
+    """A report the run should write cannot be, or could not be, written; the message names it and says why."""
+
+
+def targets(folder: Path, stem: str) -> list[Path]:
+    return [folder / f"{stem}.json", folder / f"{stem}.xml"]
+
+
 def write(run: Run, folder: Path) -> list[Path]:
-    """The JSON report and the JUnit XML, as DIR/ROW.json and DIR/ROW.xml."""
-    folder.mkdir(parents=True, exist_ok=True)
-    json_path, xml_path = folder / f"{run.stem}.json", folder / f"{run.stem}.xml"
-    json_path.write_text(json.dumps(to_json(run), indent=2, default=str) + "\n")
-    to_junit(run).write(xml_path, encoding="utf-8", xml_declaration=True)
+    """The JSON report and the JUnit XML, as DIR/ROW.json and DIR/ROW.xml, each whole or not at all:
+    written beside its place and renamed onto it (a rename replaces a link, never writes through it),
+    and only where ``check_target`` finds nothing that is not an earlier report of the gate's."""
+    json_path, xml_path = targets(folder, run.stem)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportNotWritten(f"report folder {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
+    _replace(json_path, (json.dumps(to_json(run), indent=2, default=str) + "\n").encode())
+    junit = io.BytesIO()
+    to_junit(run).write(junit, encoding="utf-8", xml_declaration=True)
+    _replace(xml_path, junit.getvalue())
     return [json_path, xml_path]
+
+
+def _replace(path: Path, data: bytes) -> None:
+    check_target(path)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with open(partial, "xb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise ReportNotWritten(f"report {str(path)!r} could not be written ({exc.strerror or exc})") from None
+
+
+def check_target(path: Path) -> None:
+    """Refuse a report's path where something the gate did not write is: a folder, a link (dangling
+    or not), a device or FIFO, or a file that is not one of its reports."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ReportNotWritten(f"report {str(path)!r} cannot be written ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(info.st_mode):
+        what = "a link" if path.exists() else "a dangling link"
+    elif stat.S_ISDIR(info.st_mode):
+        what = "a folder"
+    elif not stat.S_ISREG(info.st_mode):
+        what = "not a regular file"
+    else:
+        try:
+            with open(path, "rb") as handle:
+                start = handle.read(len(_OWN_STARTS.get(path.suffix, b"")))
+        except OSError as exc:
+            raise ReportNotWritten(f"report {str(path)!r} cannot be read to see whose it is ({exc.strerror or exc})") from None
+        if start == _OWN_STARTS.get(path.suffix):
+            return  # an earlier report of the gate's: replaced
+        what = "a file the gate did not write"
+    raise ReportNotWritten(f"report {str(path)!r} is {what}, which the gate will not replace: remove it, "
+                           f"or pass another --report-dir")
+
+
+def check_length(path: Path, what: str, fix: str) -> None:
+    """Refuse a path the file system cannot hold (a name over NAME_MAX bytes, the whole over PATH_MAX)."""
+    path = Path(os.path.abspath(path))
+    probe = path
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    try:
+        name_max, path_max = os.pathconf(probe, "PC_NAME_MAX"), os.pathconf(probe, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = NAME_MAX, PATH_MAX
+    longest = max(path.parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > name_max:
+        raise GateError(f"{what} {_short(path)} has a name of {len(os.fsencode(longest))} bytes ({_short(Path(longest))}); "
+                        f"the file system holds at most {name_max}: {fix}")
+    if len(os.fsencode(str(path))) >= path_max:
+        raise GateError(f"{what} {_short(path)} is {len(os.fsencode(str(path)))} bytes long; the file system holds paths "
+                        f"under {path_max}: {fix}")
+
+
+def _short(path: Path) -> str:
+    text = str(path)
+    return repr(text) if len(text) <= 120 else repr(text[:60] + "…" + text[-40:])
 
 
 def append_to_step_summary(text: str) -> Path | None:
@@ -129,23 +221,51 @@ def append_step_summary(run: Run) -> Path | None:
 
 
 def check_step_summary() -> None:
-    """Refuse, before any work, a GITHUB_STEP_SUMMARY that cannot be appended to."""
+    """Refuse, before any work, a GITHUB_STEP_SUMMARY that cannot be appended to: a folder, a FIFO (an open
+    for appending would wait for a reader for ever), a socket, a path too long, a folder that is not there."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
+    fix = "point it at a writable file, or unset it"
+    check_length(Path(target), "GITHUB_STEP_SUMMARY", fix)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise GateError(f"GITHUB_STEP_SUMMARY {target!r} cannot be written ({exc.strerror or exc}): {fix}") from None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise GateError(f"GITHUB_STEP_SUMMARY {target!r} is {kind}, not a file it can append to: {fix}")
     try:
         with open(target, "a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise GateError(f"GITHUB_STEP_SUMMARY {target!r} cannot be written ({exc.strerror or exc}): "
-                        "point it at a writable file, or unset it") from None
+        raise GateError(f"GITHUB_STEP_SUMMARY {target!r} cannot be written ({exc.strerror or exc}): {fix}") from None
 
 
-def check_writable(folder: Path) -> None:
-    """Refuse, before any work, a report folder that cannot be written."""
-    probe = folder
-    while not probe.exists():
+def check_writable(folder: Path, stems: Iterable[str] = ()) -> None:
+    """Refuse, before any work, a report folder that cannot be written, and a report's path (``stems``: the
+    reports this run writes) where something the gate did not write is (``check_target``)."""
+    fix = "pass --report-dir with a folder you can write"
+    check_length(folder, "report folder", "pass a shorter --report-dir")
+    for stem in stems:
+        for path in targets(folder, stem):
+            check_length(path, "report", "pass a shorter --report-dir")
+    probe = Path(folder)
+    while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise GateError(f"report folder {str(folder)!r} cannot be written ({str(probe)!r} is not a writable directory); "
-                        "pass --report-dir with a folder you can write")
+    if probe.is_symlink() and not probe.exists():
+        raise GateError(f"report folder {str(folder)!r} cannot be made: {str(probe)!r} is a dangling link; {fix}")
+    if not probe.is_dir():
+        raise GateError(f"report folder {str(folder)!r} cannot be written ({str(probe)!r} is not a writable directory); {fix}")
+    try:  # a real file, not os.access: root passes access() on a read-only file system's folders too
+        handle, name = tempfile.mkstemp(prefix=".gate-probe-", dir=probe)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as exc:
+        raise GateError(f"report folder {str(folder)!r} cannot be written ({str(probe)!r}: {exc.strerror or exc}); {fix}") from None
+    if probe == Path(folder):
+        for stem in stems:
+            for path in targets(folder, stem):
+                check_target(path)
