@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from smoke import markup
 from smoke.errors import GateError
 from smoke.results import CheckResult, Status, counts
 
@@ -75,36 +76,39 @@ def to_json(run: Run) -> dict[str, Any]:
 
 
 def to_junit(run: Run) -> ET.ElementTree:
-    """Each check is a test case; a FAIL a <failure>, a SKIP a <skipped>, each with its reason."""
+    """Each check is a test case; a FAIL a <failure>, a SKIP a <skipped>, each with its reason. ElementTree
+    escapes <, > and &; a character XML cannot hold (a control character, a lone surrogate) is U+FFFD."""
     tally = counts(run.results)
-    suite_name = f"executorch-gate.{run.stem}"
+    xml = markup.xml
+    suite_name = xml(f"executorch-gate.{run.stem}")
     suites = ET.Element("testsuites", name="executorch-gate", tests=str(len(run.results)),
                         failures=str(tally[Status.FAIL]), skipped=str(tally[Status.SKIP]), time=f"{run.seconds:.3f}")
     suite = ET.SubElement(suites, "testsuite", name=suite_name, tests=str(len(run.results)), failures=str(tally[Status.FAIL]),
-                          errors="0", skipped=str(tally[Status.SKIP]), time=f"{run.seconds:.3f}", timestamp=run.started)
+                          errors="0", skipped=str(tally[Status.SKIP]), time=f"{run.seconds:.3f}", timestamp=xml(run.started))
     properties = ET.SubElement(suite, "properties")
     for key, value in (("wheel", run.wheel), ("wheel_sha256", run.wheel_sha256), ("torch_source", run.torch_source)):
         if value:
-            ET.SubElement(properties, "property", name=key, value=str(value))
+            ET.SubElement(properties, "property", name=key, value=xml(value))
     for result in run.results:
-        case = ET.SubElement(suite, "testcase", classname=suite_name, name=result.name,
+        case = ET.SubElement(suite, "testcase", classname=suite_name, name=xml(result.name),
                              time=f"{result.seconds or 0:.3f}")
         if result.status is Status.FAIL:
-            ET.SubElement(case, "failure", message=result.reason).text = result.reason
+            ET.SubElement(case, "failure", message=xml(result.reason)).text = xml(result.reason)
         elif result.status is Status.SKIP:
-            ET.SubElement(case, "skipped", message=result.reason)
+            ET.SubElement(case, "skipped", message=xml(result.reason))
         else:
-            ET.SubElement(case, "system-out").text = result.reason
+            ET.SubElement(case, "system-out").text = xml(result.reason)
     tree = ET.ElementTree(suites)
     ET.indent(tree)
     return tree
 
 
 def markdown(run: Run) -> str:
-    lines = [f"### {run.stem}: {run.verdict.upper()} ({run.wheel})", "", "| check | status | reason |", "|---|---|---|"]
+    """The run's checks as a Markdown table; every text from the wheel or a message escaped (``smoke.markup``)."""
+    cell = markup.text
+    lines = [f"### {cell(run.stem)}: {run.verdict.upper()} ({cell(run.wheel)})", "", "| check | status | reason |", "|---|---|---|"]
     for result in run.results:
-        reason = result.reason.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {result.name} | {result.status.name} | {reason} |")
+        lines.append(f"| {cell(result.name)} | {result.status.name} | {cell(result.reason)} |")
     return "\n".join(lines) + "\n"
 
 

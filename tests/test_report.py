@@ -12,7 +12,7 @@ from smoke import report, summary
 from smoke.report import Run
 from smoke.results import failed, passed, skipped
 from smoke.stages import MUST_EXECUTE
-from smoke.rows import RELEASE_ROWS
+from smoke.rows import RELEASE_ROWS, ROWS
 from tests.helpers import SCHEMA
 
 
@@ -26,7 +26,9 @@ def a_run(row: str, *, fail: str | None = None, skip: str | None = None) -> Run:
             results.append(skipped(name, f"{name} not run: no device"))
         else:
             results.append(passed(name, f"{name} fine", data_file_bytes=528) if name.startswith("data file") else passed(name, "fine"))
-    return Run(row, wheel="executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl", wheel_size=1, wheel_sha256="0" * 64,
+    machine, build = row.split("_", 1)[1], "+cu130" if row.startswith("cuda") else ""  # each row its own wheel of 1.5.1
+    return Run(row, wheel=f"executorch-1.5.1{build}-cp311-cp311-manylinux_2_28_{machine}.whl", wheel_size=1,
+               wheel_sha256=f"{sorted(ROWS).index(row):064x}",
                results=[r.with_seconds(0.5) for r in results], seconds=2.0, exit_code=1 if fail else 0)
 
 

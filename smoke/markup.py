@@ -1,0 +1,62 @@
+"""Text from a wheel, a path or a message, made safe for the markup it goes into.
+
+Every place that writes Markdown (the step summary, ``report.markdown``, the matrix summary's
+table and its problem lines) passes such text through ``text``; the JUnit XML passes its strings
+through ``xml``. One place, so that a wheel named ``…<!--…`` cannot hide the rows after it, a
+``|`` cannot split a table cell, a newline cannot end a table row, a backtick cannot open a code
+span and ``<script>`` shows as text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Characters that are Markdown (CommonMark and GitHub's tables) or HTML syntax wherever they
+# stand in a line: each is written backslash-escaped, which CommonMark shows as the character.
+_ALWAYS = re.compile(r"([\\`*\[\]<>|~&])")
+# '_' opens emphasis only at a word's edge (CommonMark: never inside a word), so a wheel's
+# manylinux_2_28_x86_64 stays as written and a lone _word_ is escaped.
+_EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# '#' opens a heading, '+', '-' and '=' a list item or an underline, a digit and '.' an
+# ordered list, only at a line's start: escaped there (a table cell or a heading never starts
+# with the text, but a list item of the summary may).
+_LINE_START = re.compile(r"^(\d*)([#+\-=.)])")
+# Characters that change how the rest of a line shows without being visible: the bidirectional
+# overrides (a name that reads backwards), line and paragraph separators.
+_INVISIBLE = {"Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+
+def plain(value: object) -> str:
+    """One line of printable text: a newline, a tab or another control character is a space;
+    a character that would change how the line shows, or that cannot be encoded (a lone
+    surrogate, from a file name that is not UTF-8), is U+FFFD."""
+    out = []
+    for char in str(value):
+        category = unicodedata.category(char)
+        if category == "Cc":
+            out.append(" ")
+        elif category in _INVISIBLE:
+            out.append("\ufffd")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def text(value: object) -> str:
+    """``value`` as inline Markdown text: one line, every character of Markdown or HTML syntax
+    escaped, so that it reads as written in a table cell, a heading or a list item."""
+    line = _ALWAYS.sub(r"\\\1", plain(value))
+    line = _EDGE_UNDERSCORE.sub(r"\\_", line)
+    return _LINE_START.sub(r"\1\\\2", line)
+
+
+# XML 1.0 allows tab, newline, carriage return and these ranges; anything else (other control
+# characters, lone surrogates, U+FFFE/U+FFFF) makes the file unreadable to every XML parser.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml(value: object) -> str:
+    """``value`` for an XML attribute or text (ElementTree escapes <, > and &): a character XML 1.0
+    cannot hold is U+FFFD."""
+    return _NOT_XML.sub("\ufffd", str(value))
