@@ -15,7 +15,7 @@ from smoke.console import say
 from smoke.errors import WrongPlatform
 from smoke.options import Options
 from smoke.report import Run
-from smoke.rows import ROWS, Row, check_machine
+from smoke.rows import ROWS, Row, check_machine, no_linux_row
 
 
 def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
@@ -24,7 +24,10 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
         for row in rows:
             check_machine(wheel, row)
         return rows
-    rows = [row for row in ROWS.values() if row.machine in wheel.machines or "any" in wheel.machines]
+    fits = wheel.linux_machines
+    if not fits:
+        raise no_linux_row(wheel)
+    rows = [row for row in ROWS.values() if row.machine in fits or "any" in fits]
     if not rows:
         raise WrongPlatform(f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; the gate has rows for "
                             f"{', '.join(sorted({r.machine for r in ROWS.values()}))} only (nox -l lists them)")

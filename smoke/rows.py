@@ -56,15 +56,26 @@ RELEASE_ROWS: dict[str, tuple[str, ...]] = {
 
 
 def check_machine(wheel: Wheel, row: Row) -> None:
-    """Refuse a wheel for another architecture, naming the session that takes it."""
-    if row.machine in wheel.machines or "any" in wheel.machines:
+    """Refuse a wheel for another architecture, or for no Linux at all, naming the session that takes it."""
+    fits = wheel.linux_machines
+    if row.machine in fits or "any" in fits:
         return
-    others = [r.name for r in ROWS.values() if r.machine in wheel.machines and r.backend.name == row.backend.name]
+    if not fits:
+        raise no_linux_row(wheel)
+    others = [r.name for r in ROWS.values() if r.machine in fits and r.backend.name == row.backend.name]
     hint = f" (use nox -s {others[0]})" if others else ""
     raise WrongPlatform(
         f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; "
         f"the {row.name} row needs {row.machine}{hint}"
     )
+
+
+def no_linux_row(wheel: Wheel) -> WrongPlatform:
+    """A wheel with no Linux platform tag (macOS, Windows): every row of the gate is a Linux row."""
+    platforms = ", ".join(sorted({tag.platform for tag in wheel.tags}))
+    machines = ", ".join(sorted({r.machine for r in ROWS.values()}))
+    return WrongPlatform(f"wheel {wheel.filename!r} is built for {platforms}, not Linux; the gate's rows gate Linux wheels "
+                         f"({machines}; nox -l lists them): pass a manylinux or musllinux executorch wheel")
 
 
 def check_host(interpreter: Interpreter, row: Row) -> None:

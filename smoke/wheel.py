@@ -7,9 +7,14 @@ build?) is a check result.
 
 from __future__ import annotations
 
+import csv
+import email.message
 import email.parser
+import functools
 import hashlib
+import io
 import platform
+import re
 import stat
 import sys
 import zipfile
@@ -19,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag
+from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -38,6 +43,9 @@ class Wheel:
     sha256: str
     files: tuple[str, ...]
     requires_dist: tuple[Requirement, ...]
+    build: str = ""  # the file name's build tag ("1" in executorch-1.5.1-1-cp311-...), or ""
+    wheel_tags: tuple[str, ...] = ()  # WHEEL's Tag lines, as written
+    wheel_build: str = ""  # WHEEL's Build line, or ""
 
     @property
     def filename(self) -> str:
@@ -46,6 +54,11 @@ class Wheel:
     @property
     def machines(self) -> frozenset[str]:
         return frozenset(platform_machine(tag.platform) for tag in self.tags)
+
+    @property
+    def linux_machines(self) -> frozenset[str]:
+        """The machines of its Linux platform tags (and "any"): what a row of the gate, all Linux, can take."""
+        return frozenset(platform_machine(tag.platform) for tag in self.tags if is_linux(tag.platform) or tag.platform == "any")
 
     @property
     def release(self) -> str:
@@ -63,6 +76,10 @@ def platform_machine(platform: str) -> str:
     return platform.rsplit("_", 1)[-1]
 
 
+def is_linux(platform: str) -> bool:
+    return platform.startswith(("manylinux", "musllinux", "linux_"))
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -78,34 +95,127 @@ def read_wheel(path: Path | str) -> Wheel:
     if not path.is_file():
         raise InvalidWheel(f"wheel {str(path)!r} is not a file; pass the path of an executorch .whl file")
     try:
-        name, version, _build, tags = parse_wheel_filename(path.name)
-    except InvalidWheelFilename as exc:
+        name, version, build, tags = parse_wheel_filename(path.name)
+    except (InvalidWheelFilename, InvalidVersion) as exc:
         raise InvalidWheel(f"{path.name!r} is not a wheel file name ({exc}); pass an executorch .whl file") from exc
     if name != canonicalize_name(PROJECT):
         raise InvalidWheel(f"wheel {path.name!r} is of project {name!r}, not {PROJECT!r}; pass an executorch wheel")
+    _refuse_uninstallable_tags(path.name, tags)
     try:
         with zipfile.ZipFile(path) as archive:
             _refuse_unsafe_entries(path.name, archive)
             files = tuple(archive.namelist())
-            dist_info = f"{PROJECT}-{_dist_info_version(files)}.dist-info"
-            metadata = archive.read(f"{dist_info}/METADATA").decode()
-    except (zipfile.BadZipFile, OSError, KeyError, UnicodeDecodeError) as exc:
-        raise InvalidWheel(f"wheel {path.name!r} cannot be read as a wheel archive: {exc}") from exc
-    message = email.parser.Parser().parsestr(metadata, headersonly=True)
+            dist_info = _dist_info(path.name, files)
+            wheel_file = _read_text(archive, dist_info, "WHEEL", path.name)
+            metadata = _read_text(archive, dist_info, "METADATA", path.name)
+            record = _read_text(archive, dist_info, "RECORD", path.name)
+    except (zipfile.BadZipFile, zlib_error, OSError, EOFError, NotImplementedError, RuntimeError, ValueError) as exc:
+        raise InvalidWheel(f"wheel {path.name!r} cannot be read as a wheel archive: {exc}; download or build it again") from exc
+    wheel_tags, wheel_build = _read_wheel_file(path.name, wheel_file)
+    _read_record(path.name, record)
+    requires = _read_metadata(path.name, metadata, version)
+    return Wheel(path, version, frozenset(tags), path.stat().st_size, _sha256(path), files, requires,
+                 build=f"{build[0]}{build[1]}" if build else "", wheel_tags=wheel_tags, wheel_build=wheel_build)
+
+
+# What the gate reads whole from the .dist-info folder, bounded: the public wheels' largest are
+# 115 B (WHEEL), 5.9 kB (METADATA) and 711 kB (RECORD, 1.2.0 x86_64).
+TEXT_CAPS = {"WHEEL": 64 << 10, "METADATA": 1 << 20, "RECORD": 16 << 20}
+
+
+def _dist_info(filename: str, files: tuple[str, ...]) -> str:
+    """The one .dist-info folder at the top of the wheel, which must be executorch's."""
+    folders = sorted({PurePosixPath(n).parts[0] for n in files if PurePosixPath(n).parts
+                      and PurePosixPath(n).parts[0].endswith(".dist-info") and len(PurePosixPath(n).parts) > 1})
+    if not folders:
+        raise InvalidWheel(f"wheel {filename!r} has no .dist-info folder (no WHEEL, METADATA or RECORD): it is not a "
+                           "wheel pip would install; build it again (python -m build --wheel)")
+    if len(folders) > 1:
+        raise InvalidWheel(f"wheel {filename!r} has {len(folders)} .dist-info folders ({', '.join(folders[:4])}); a wheel "
+                           "holds exactly one, its own (pip refuses it): build it again from a clean tree")
+    project = folders[0][: -len(".dist-info")].split("-", 1)[0]
+    if canonicalize_name(project) != canonicalize_name(PROJECT):
+        raise InvalidWheel(f"wheel {filename!r} holds {folders[0]!r}, the metadata of project {project!r}, not {PROJECT!r}: "
+                           "pass an executorch wheel, or build it again")
+    return folders[0]
+
+
+def _read_text(archive: zipfile.ZipFile, dist_info: str, member: str, filename: str) -> str:
+    """One metadata file of the .dist-info folder as text, read up to its cap (never whole if bigger)."""
+    name = f"{dist_info}/{member}"
     try:
-        said = Version(message["Version"]) if message.get("Version") else None
+        info = archive.getinfo(name)
+    except KeyError:
+        raise InvalidWheel(f"wheel {filename!r} has no {name} (every wheel has one; pip refuses it without): "
+                           "build it again (python -m build --wheel)") from None
+    cap = TEXT_CAPS[member]
+    if info.file_size > cap or len(data := read_head(archive, name, filename, cap + 1)) > cap:
+        raise InvalidWheel(f"wheel {filename!r} is refused: {name} is over the gate's {cap} B limit for it "
+                           f"(the largest in any public executorch wheel is {'711 kB' if member == 'RECORD' else '6 kB'})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidWheel(f"wheel {filename!r} has a {member} that is not UTF-8 text ({exc}); build it again") from None
+
+
+def _headers(text: str) -> email.message.Message:
+    return email.parser.Parser().parsestr(text, headersonly=True)
+
+
+def _read_wheel_file(filename: str, text: str) -> tuple[tuple[str, ...], str]:
+    """WHEEL: a format this gate (and pip) reads, a Root-Is-Purelib of true or false; its Tag and Build lines."""
+    headers = _headers(text)
+    said = (headers.get("Wheel-Version") or "").strip()
+    major, dot, minor = said.partition(".")
+    if not (major.isdigit() and dot and minor.isdigit()):
+        raise InvalidWheel(f"wheel {filename!r} has Wheel-Version {said or 'missing'!r} in WHEEL, not a version such as "
+                           "'1.0'; build it again (python -m build --wheel)")
+    if int(major) != 1:
+        raise InvalidWheel(f"wheel {filename!r} is in wheel format {said} (WHEEL); pip and this gate read format 1.x only: "
+                           "build it with a current wheel builder (Wheel-Version: 1.0)")
+    purelib = (headers.get("Root-Is-Purelib") or "").strip()
+    if purelib.lower() not in ("true", "false"):
+        raise InvalidWheel(f"wheel {filename!r} has Root-Is-Purelib {purelib or 'missing'!r} in WHEEL, not true or false "
+                           "(executorch ships libraries: false); build it again")
+    tags = tuple(str(t).strip() for t in headers.get_all("Tag") or ())
+    return tags, str(headers.get("Build") or "").strip()
+
+
+def _read_record(filename: str, text: str) -> None:
+    """RECORD must be CSV that Python's csv module reads whole (what each line says is the wheel RECORD check's)."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for _row in reader:
+            pass
+    except csv.Error as exc:
+        raise InvalidWheel(f"wheel {filename!r} has a RECORD that is not CSV (line {reader.line_num}: {exc}); no file "
+                           "list of a wheel needs it: build it again") from None
+
+
+def _read_metadata(filename: str, text: str, version: Version) -> tuple[Requirement, ...]:
+    """METADATA names executorch at the file name's version; its Requires-Dist lines, read."""
+    message = _headers(text)
+    said_name = str(message.get("Name") or "").strip()
+    if not said_name:
+        raise InvalidWheel(f"wheel {filename!r} has no Name in METADATA (it is not core metadata); build it again")
+    if canonicalize_name(said_name) != canonicalize_name(PROJECT):
+        raise InvalidWheel(f"wheel {filename!r} says Name {said_name!r} in METADATA, not {PROJECT!r}: pip would install "
+                           f"another project; pass an executorch wheel, or build it again")
+    said_version = str(message.get("Version") or "").strip()
+    if not said_version:
+        raise InvalidWheel(f"wheel {filename!r} has no Version in METADATA; build it again")
+    try:
+        said = Version(said_version)
     except InvalidVersion:
-        raise InvalidWheel(f"wheel {path.name!r} has METADATA Version {message['Version']!r}, which is not a version; "
+        raise InvalidWheel(f"wheel {filename!r} has METADATA Version {said_version!r}, which is not a version; "
                            "rebuild the wheel") from None
-    if said is not None and said != version:
-        raise InvalidWheel(
-            f"wheel {path.name!r} says version {message['Version']} in METADATA, {version} in its name"
-        )
+    if said != version:
+        raise InvalidWheel(f"wheel {filename!r} says version {said_version} in METADATA, {version} in its name; rename the "
+                           "file or build it again")
     try:
-        requires = tuple(Requirement(line) for line in message.get_all("Requires-Dist") or ())
+        return tuple(Requirement(str(line)) for line in message.get_all("Requires-Dist") or ())
     except InvalidRequirement as exc:
-        raise InvalidWheel(f"wheel {path.name!r} has an unreadable Requires-Dist: {exc}") from exc
-    return Wheel(path, version, frozenset(tags), path.stat().st_size, _sha256(path), files, requires)
+        raise InvalidWheel(f"wheel {filename!r} has an unreadable Requires-Dist: {exc}") from exc
 
 
 # Bounds on what the gate will read from an untrusted archive. Measured on the 18 public cp311
@@ -185,20 +295,73 @@ def probe_interpreter(path: str | None) -> Interpreter:
     return Interpreter(path, out[1], (int(out[2]), int(out[3])), _machine(out[4]))
 
 
+_NO_PLATFORM = ["-"]  # tags are compared without their platform (the rows judge that)
+# CPython's ABI flags: d (debug), t (free-threaded, 3.13 on), m (pymalloc, before 3.8).
+_ABI_FLAGS = ("", "d", "t", "td", "m", "dm")
+
+
+def _pairs(tags) -> frozenset[tuple[str, str]]:
+    return frozenset((t.interpreter, t.abi) for t in tags)
+
+
+@functools.lru_cache(maxsize=None)
+def cpython_pairs(version: tuple[int, int], flags: tuple[str, ...] = ("",)) -> frozenset[tuple[str, str]]:
+    """(interpreter, abi) pairs a CPython of this version installs, as pip's tag list orders them (packaging.tags)."""
+    nodot = f"{version[0]}{version[1]}"
+    return _pairs([*cpython_tags(version, abis=[f"cp{nodot}{f}" for f in flags], platforms=_NO_PLATFORM),
+                   *compatible_tags(version, f"cp{nodot}", platforms=_NO_PLATFORM)])
+
+
+@functools.lru_cache(maxsize=1)
+def _any_python3() -> frozenset[tuple[str, str]]:
+    return frozenset().union(*(cpython_pairs((3, minor), _ABI_FLAGS) for minor in range(100)))
+
+
+_PYPY = re.compile(r"pp3\d{1,2}")
+
+
+def installable(tag: Tag) -> bool:
+    """Some CPython 3 (or a PyPy 3, by its tag's form) would install a wheel of this tag, platform aside."""
+    return (tag.interpreter, tag.abi) in _any_python3() or bool(_PYPY.fullmatch(tag.interpreter))
+
+
+def _refuse_uninstallable_tags(filename: str, tags: frozenset[Tag]) -> None:
+    if not any(installable(tag) for tag in tags):
+        named = ", ".join(sorted({f"{t.interpreter}-{t.abi}" for t in tags}))
+        raise InvalidWheel(f"wheel {filename!r} has Python tags {named}, which no Python 3 installs (a CPython 3.11 build "
+                           "is cp311-cp311); rename the file with the tags its WHEEL file names, or build it again")
+
+
+def _python_for(tag: Tag) -> tuple[str, str] | None:
+    """The --python that installs a wheel of this tag, and in words: ('python3.12', 'a Python 3.12')."""
+    found = re.fullmatch(r"(cp|py|pp)3(\d{1,2})", tag.interpreter)
+    if not found or not installable(tag):
+        return None
+    kind, dotted = found.group(1), f"3.{found.group(2)}"
+    if kind == "pp":
+        return f"pypy{dotted}", f"a PyPy {dotted}"
+    flags = tag.abi[len(tag.interpreter):] if tag.abi.startswith(tag.interpreter) else ""
+    if "t" in flags:
+        return f"python{dotted}t", f"a free-threaded Python {dotted}"
+    if "d" in flags:
+        return f"python{dotted}d", f"a debug build of Python {dotted}"
+    return f"python{dotted}", f"a Python {dotted}"
+
+
 def check_interpreter(wheel: Wheel, interpreter: Interpreter) -> None:
-    """Refuse a wheel whose Python tag the environment's interpreter cannot install."""
-    ours = interpreter.tag
-    for tag in wheel.tags:
-        if tag.interpreter == ours or tag.interpreter in ("py3", f"py{interpreter.version[0]}"):
+    """Refuse a wheel whose Python tag the environment's interpreter cannot install (pip's tags, from packaging)."""
+    if interpreter.implementation == "cpython":
+        ours = cpython_pairs(interpreter.version)
+        if any((tag.interpreter, tag.abi) in ours for tag in wheel.tags):
             return
-        if tag.abi == "abi3" and tag.interpreter.startswith(ours[:3]) and int(tag.interpreter[3:] or 0) <= int(ours[3:]):
-            return
+    elif any(tag.interpreter in (interpreter.tag, "py3", f"py{interpreter.version[0]}{interpreter.version[1]}") for tag in wheel.tags):
+        return
     wanted = sorted({tag.interpreter for tag in wheel.tags})
-    version = wanted[0][2:]
-    dotted = f"{version[0]}.{version[1:]}" if len(version) > 1 else version
+    fits = sorted({p for p in map(_python_for, wheel.tags) if p is not None})
+    command, words = fits[0] if fits else ("python3", "a Python 3")
     raise WrongPlatform(
         f"wheel {wheel.filename!r} is for {', '.join(wanted)}; this session's interpreter is "
-        f"{interpreter.describe()}: run the gate with --python python{dotted} (or the path of a Python {dotted})"
+        f"{interpreter.describe()}: run the gate with --python {command} (or the path of {words})"
     )
 
 

@@ -11,10 +11,26 @@ import hashlib
 import zipfile
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
+
 
 def _record_line(name: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
+
+
+def _retagged(wheel_file: str, new_name: str) -> str:
+    """WHEEL with the Tag (and Build) lines of a wheel of this file name, as a build tool writes them."""
+    try:
+        _name, _version, build, tags = parse_wheel_filename(new_name)
+    except (InvalidWheelFilename, InvalidVersion):
+        return wheel_file  # not a wheel's name: a test of the name itself
+    kept = [line for line in wheel_file.splitlines() if not line.startswith(("Tag:", "Build:"))]
+    while kept and not kept[-1]:
+        kept.pop()
+    extra = [f"Build: {build[0]}{build[1]}"] if build else []
+    return "\n".join([*kept, *extra, *(f"Tag: {t}" for t in sorted(map(str, tags)))]) + "\n\n"
 
 
 def rewrite_wheel(source: Path, target_dir: Path, *, new_name: str | None = None, drop=(), add=None, metadata=None,
@@ -37,6 +53,8 @@ def rewrite_wheel(source: Path, target_dir: Path, *, new_name: str | None = None
             data = src.read(item.filename)
             if metadata and item.filename.endswith(".dist-info/METADATA"):
                 data = metadata(data.decode()).encode()
+            if new_name and item.filename.endswith(".dist-info/WHEEL"):
+                data = _retagged(data.decode(), new_name).encode()  # the builder writes the name's tags here
             dst.writestr(item, data)
             if not item.is_dir():
                 lines.append(_record_line(item.filename, data))

@@ -25,7 +25,7 @@ def test_cpu_build_on_cuda_row_with_fail_fast_ends_before_any_environment(wheel_
     seconds = time.monotonic() - start
     assert proc.returncode == 1  # the wheel failed the gate
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in proc.stdout
-    assert "2 passed, 1 failed, 0 skipped" in proc.stdout  # platform tag and architecture, then CUDA build
+    assert "3 passed, 1 failed, 0 skipped" in proc.stdout  # wheel tags, platform tag and architecture, then CUDA build
     assert f"a CPU build is gated by the CPU row: nox -s cpu_x86_64 -- {wheel_x86_64}" in proc.stdout
     assert not (tmp_path / "env").exists()
     assert seconds < 20
@@ -74,7 +74,7 @@ BAD_INPUT = [
     ("cuda_x86_64", ["/nonexistent/executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"], "does not exist"),
     ("cuda_x86_64", ["{tmp}"], "is not a file"),
     ("cuda_x86_64", [_not_a_zip], "cannot be read as a wheel archive"),
-    ("cuda_x86_64", [_zip_not_a_wheel], "cannot be read as a wheel archive"),
+    ("cuda_x86_64", [_zip_not_a_wheel], "has no .dist-info folder"),
     ("cuda_x86_64", [_other_project], "is of project 'notexecutorch', not 'executorch'"),
     ("cuda_aarch64", ["{wheel}"], "the cuda_aarch64 row needs aarch64 (use nox -s cuda_x86_64)"),
     ("cpu_x86_64", [_other_python], "is for cp312; this session's interpreter is cpython 3.11"),

@@ -56,7 +56,7 @@ def test_python_tag_against_interpreter(wheel_x86_64, version, accepted):
         (lambda d: d / "missing.whl", "does not exist"),
         (lambda d: d, "is not a file"),
         (lambda d: _write(d / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl", b"not a zip"), "cannot be read as a wheel archive"),
-        (lambda d: _zip(d / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"), "cannot be read as a wheel archive"),
+        (lambda d: _zip(d / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"), "has no .dist-info folder"),
         (lambda d: _write(d / "notes.txt", b""), "is not a wheel file name"),
         (lambda d: _zip(d / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"), "of project 'torch', not 'executorch'"),
     ],
