@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from smoke import proc, stages, wheel as wheels
+from smoke import markup, proc, stages, wheel as wheels
 from smoke.errors import GateError, WrongPlatform
 from smoke.rows import ROWS, check_machine
 
@@ -166,11 +166,12 @@ def main(argv: list[str]) -> int:
     sample = variants["overlap (default)"][0]
     device = sample["device"] or {}
     lines = [
-        f"### {args.row} on {args.wheel.name}, {datetime.date.today().isoformat()}",
+        f"### {args.row} on {markup.text(args.wheel.name)}, {datetime.date.today().isoformat()}",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; device {device.get('name', 'none')}. "
-        f"executorch {sample['versions']['executorch']}, torch {sample['versions']['torch']}, Python {sample['versions']['python']}.",
-        f"Command: `python -m smoke benchmark {' '.join(argv)}`",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; device {markup.text(device.get('name', 'none'))}. "
+        + markup.text(f"executorch {sample['versions']['executorch']}, torch {sample['versions']['torch']}, "
+                      f"Python {sample['versions']['python']}."),
+        f"Command: {markup.code('python -m smoke benchmark ' + ' '.join(argv))}",
         "",
         "| reading (s: min / median / max, 20 times) | |",
         "|---|---|",

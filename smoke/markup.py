@@ -60,3 +60,14 @@ def xml(value: object) -> str:
     """``value`` for an XML attribute or text (ElementTree escapes <, > and &): a character XML 1.0
     cannot hold is U+FFFD."""
     return _NOT_XML.sub("\ufffd", str(value))
+
+
+def code(value: object) -> str:
+    """``value`` as an inline code span: one line, fenced by more backticks than any run inside it
+    (CommonMark's rule), so that a backtick in it cannot end the span early."""
+    line = plain(value)
+    longest = max((len(run) for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * (longest + 1)
+    # CommonMark takes one space off each side where both have one: padded where that or a backtick edge is
+    pad = " " if line[:1] == "`" or line[-1:] == "`" or (line[:1] == " " and line[-1:] == " " and line.strip()) else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
