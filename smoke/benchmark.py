@@ -39,7 +39,8 @@ IMPORT = stages.IMPORT_PHASE
 EXPORTS = stages.EXPORT.names()
 LOADS = tuple(stages.load_phase(model) for model in stages.MODELS)
 # Parent phases carry paths in their names; they are grouped by these prefixes.
-_PREFIXES = ("reading the wheel", "checking what the wheel ships", "building the environment", "probing the environment")
+_PREFIXES = ("reading the wheel", "checking what the wheel ships", "building the environment", "reusing the environment",
+             "probing the environment")
 
 
 def phase_key(name: str) -> str:

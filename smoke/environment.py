@@ -181,6 +181,21 @@ def _marker_env(python: Path) -> dict[str, str]:
     return {**default_environment(), **json.loads(out.stdout)}
 
 
+def _stamped(stamp_file: Path) -> dict | None:
+    try:
+        return json.loads(stamp_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def will_reuse(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> bool:
+    """Whether ``built`` would reuse what is in the folder (asked before, to name the step truly)."""
+    location = options.env_dir
+    python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    return (options.reuse_env and python.exists()
+            and _stamped(location / STAMP) == _stamp(wheel, interpreter, options))
+
+
 @contextmanager
 def built(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Iterator[Env]:
     """The environment of one run: built (or reused) on entry in a folder this run owns
@@ -211,12 +226,9 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
     python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
     source = torch_source(options)
     if options.reuse_env and stamp_file.is_file() and python.exists():
-        try:
-            if json.loads(stamp_file.read_text()) == stamp:
-                say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
-                return Env(location, python, source, reused=True)
-        except ValueError:
-            pass
+        if _stamped(stamp_file) == stamp:
+            say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
+            return Env(location, python, source, reused=True)
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
     elif not owned.unused and not stamp_file.exists():
         say(f"environment {location} holds an unfinished build (an earlier run was stopped or failed while building): "

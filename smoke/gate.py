@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from smoke import download, environment, installed, loaderenv, options as opts, owned, pairing, pipeline, report, shipped, stages, wheel as wheels
+from smoke import download, environment, installed, installer, loaderenv, options as opts, owned, pairing, pipeline, report, shipped, stages, wheel as wheels
 from smoke.console import emit, phase, say
 from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.follow import StopChild, judge_child, run_child
@@ -135,7 +135,10 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
         return finish(run, options, None, start)
 
     env_options = environment.EnvOptions(env_dir=env_dir, constraints=constraints, **opts.for_environment(options))
-    with phase(run, f"building the environment in {env_options.env_dir} ({options.venv_backend}, {interpreter.describe()})"), \
+    doing = ("reusing the environment in {}" if environment.will_reuse(wheel, interpreter, env_options)
+             else "building the environment in {}").format(env_options.env_dir)
+    backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
+    with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
             machine("building the environment", env_dir, "--env-dir"):
         env = stack.enter_context(environment.built(wheel, interpreter, env_options, say))
     run.torch_source = env.torch_source

@@ -64,6 +64,8 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, de
     assert proc.returncode == 1, out + proc.stderr  # the wheel failed (2 would be: the gate could not run)
     assert "cuda_x86_64: FAILED (exit 1)" in proc.stderr
     assert "reusing environment" in out
+    assert re.search(r"\.\.\. reusing the environment in \S+ \((uv|virtualenv), ", out)  # named as what it does
+    assert "building the environment" not in out
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in out
     assert f"a CPU build is gated by the CPU row: nox -s cpu_x86_64 -- {declared_x86_64}" in out
     assert "FAIL CUDA libraries: the CUDA delegate's libraries of the 1.5 layout are not in the wheel" in out
