@@ -40,7 +40,7 @@ def inspect_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="nox -s inspect --", description="Run the checks on the wheel file alone: no environment, no GPU, no torch.")
     p.add_argument("wheel", type=Path, help="the executorch .whl to inspect")
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
-                   help="judge against this row (repeatable; default: every row of the wheel's architecture)")
+                   help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: CPU rows for a CPU build, CUDA rows for a +cuXXX one)")
     options.add(p, ("fail_fast", "report_dir"))
     return p
 

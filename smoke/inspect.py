@@ -2,8 +2,9 @@
 
 They are the same functions a row runs before it builds its environment
 (``smoke.shipped``), on the wheel file alone: any interpreter runs them, whatever the
-wheel's Python tag, and nothing is installed. With no ``--row``, every row of the
-wheel's architecture is judged, each with its own verdict line and report.
+wheel's Python tag, and nothing is installed. With no ``--row``, the rows of the wheel's
+architecture and kind of build are judged (a CPU build: the CPU rows; a +cuXXX build: the CUDA
+rows), each with its own verdict line and report; the others are named with why.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
     if not rows:
         raise WrongPlatform(f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; the gate has rows for "
                             f"{', '.join(sorted({r.machine for r in ROWS.values()}))} only (nox -l lists them)")
-    return rows
+    # The rows of its kind of build (a CPU build: the CPU rows); the others are named, with why, not judged.
+    its = [row for row in rows if row.backend.not_its_build(wheel) is None]
+    return its or rows
+
+
+def not_judged(wheel: wheels.Wheel, rows: list[Row]) -> list[str]:
+    """The rows of the wheel's architecture left out, each with why (``rows_for`` with no ``--row``)."""
+    return [f"not judged: {row.name}, the wheel is {row.backend.not_its_build(wheel)} (--row {row.name} judges it there anyway)"
+            for row in ROWS.values() if row not in rows and row.machine in wheel.linux_machines and row.backend.not_its_build(wheel)]
 
 
 def inspect(options: Options, names: list[str]) -> int:
@@ -43,6 +52,8 @@ def inspect(options: Options, names: list[str]) -> int:
     rows = rows_for(wheel, names)
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
              f"read in {time.monotonic() - start:.2f} s; rows: {', '.join(r.name for r in rows)}")
+    for line in [] if names else not_judged(wheel, rows):
+        say(line)
     codes = []
     libraries = shipped.read_libraries(wheel)  # once: every row judges the same files
     for row in rows:

@@ -11,9 +11,9 @@ import pytest
 from tests.helpers import SCHEMA, nox
 
 
-def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_row(wheel_x86_64, tmp_path):
+def test_inspect_of_the_x86_64_cpu_wheel_on_both_rows_fails_the_cuda_row(wheel_x86_64, tmp_path):
     start = time.monotonic()
-    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--report-dir", str(tmp_path))
+    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cuda_x86_64", "--row", "cpu_x86_64", "--report-dir", str(tmp_path))
     seconds = time.monotonic() - start
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -38,11 +38,20 @@ def test_inspect_of_the_x86_64_cpu_wheel_fails_the_cuda_row_and_passes_the_cpu_r
             assert f"{check['status'].upper()} {check['name']}: {check['reason']}" in out
 
 
-def test_inspect_of_the_aarch64_wheel_judges_the_aarch64_rows(declared_aarch64):
+def test_inspect_with_no_row_judges_the_rows_of_the_wheels_architecture_and_build(declared_aarch64):
     proc = nox("-s", "inspect", "--", str(declared_aarch64))
-    assert proc.returncode == 1
-    assert "rows: cuda_aarch64, cpu_aarch64" in proc.stdout
-    assert "inspect-cpu_aarch64: PASSED" in proc.stdout and "inspect-cuda_aarch64: FAILED" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "; rows: cpu_aarch64\n" in proc.stdout
+    assert ("not judged: cuda_aarch64, the wheel is a CPU build (version 1.5.1, no +cuXXX label) "
+            "(--row cuda_aarch64 judges it there anyway)") in proc.stdout
+    assert "inspect-cpu_aarch64: PASSED" in proc.stdout and "inspect-cuda_aarch64" not in proc.stdout
+
+
+def test_inspect_with_no_row_judges_a_cuda_build_on_the_cuda_row(cuda_wheel):
+    proc = nox("-s", "inspect", "--", str(cuda_wheel.path))
+    assert "; rows: cuda_x86_64\n" in proc.stdout, proc.stdout + proc.stderr
+    assert "not judged: cpu_x86_64, the wheel is a CUDA build (+cu130), which the CUDA rows gate" in proc.stdout
+    assert "inspect-cpu_x86_64" not in proc.stdout
 
 
 def test_inspect_with_a_row_judges_that_row_only(declared_x86_64):

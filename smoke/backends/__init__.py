@@ -41,6 +41,9 @@ class Backend(Protocol):
     def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
         """The named data one of its delegates fetches at load, from the program alone (of the kind: no object needed)."""
 
+    def not_its_build(self, wheel: Wheel) -> str | None:
+        """None when ``wheel`` is the kind of build its rows gate; else why not (``inspect`` with no ``--row``)."""
+
     def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
         """Its rule of ``library RUNPATH``: the problems, and what a PASS adds to its sentence."""
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from smoke.backends.cuda_checks import (
     CUDA_BUILD, CUDA_LIBRARIES, CUDA_LIBRARIES_RESOLVE, CUDA_RUNTIME_DECLARED, DEVICE_CODE, LAYOUTS,
-    runpath_problems, torch_problems,
+    cuda_train, runpath_problems, torch_problems,
 )
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CHILD, Check
@@ -99,6 +99,9 @@ class Cuda:
         export_cuda(model, example, folder)
 
     expected_keys = staticmethod(expected_keys)
+
+    def not_its_build(self, wheel: Wheel) -> str | None:
+        return None if cuda_train(wheel) else f"a CPU build (version {wheel.version}, no +cuXXX label)"
 
     def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
         return runpath_problems(wheel, row, libraries)

@@ -77,6 +77,10 @@ class Xnnpack:
 
     expected_keys = staticmethod(expected_keys)
 
+    def not_its_build(self, wheel: Wheel) -> str | None:
+        local = wheel.version.local or ""
+        return f"a CUDA build (+{local}), which the CUDA rows gate" if local.startswith("cu") else None
+
     def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
         return [], ""
 
