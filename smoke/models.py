@@ -19,6 +19,7 @@ RTOL = 1e-4
 
 
 ATOL = 1e-5
+OUTPUT_VALUES = 256  # recorded per output (the child's models give 32, 8 and 12 values)
 
 
 SEED = 0
@@ -72,7 +73,9 @@ def compare(label: str, outputs: list, expected, loaded_with: str = "its data fi
         return failed(name, f"returned {len(outputs)} outputs, eager returns {len(expected)}")
     diffs = [float((a.float() - e.float()).abs().max()) if a.shape == e.shape else float("inf") for a, e in zip(outputs, expected)]
     tolerance = f"rtol {RTOL:g}, atol {ATOL:g}"
-    measured = {"max_abs_diff": max(diffs), "rtol": RTOL, "atol": ATOL}
+    # The outputs themselves (the first OUTPUT_VALUES of each, flattened): `nox -s compare` sets two wheels' side by side.
+    measured = {"max_abs_diff": max(diffs), "rtol": RTOL, "atol": ATOL,
+                "outputs": [a.detach().float().flatten()[:OUTPUT_VALUES].tolist() for a in outputs]}
     try:
         for a, e in zip(outputs, expected):
             torch.testing.assert_close(a, e, rtol=RTOL, atol=ATOL)
