@@ -28,7 +28,7 @@ from smoke.stages import CHILD_PROCESS
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
 CHUNK = 64 * 1024  # read from the record at a time
-RECORD_LINE_BYTES = MIB  # a record line longer than this is not read
+RECORD_LINE_BYTES = 4 * MIB  # a record line longer than this is not read
 RECORD_BYTES = 16 * MIB  # a record past this ends the child
 LOG_BYTES = 256 * MIB  # an output past this ends the child
 BAD_KEPT = 1  # the bad lines quoted (the rest are counted)

@@ -136,13 +136,13 @@ def end_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
     descendants, whatever carries its tree's token, setsid or not): SIGTERM, then SIGKILL after
     ``grace`` seconds, and SIGKILL to all of them in any case once the leader is gone; then reap."""
     token = getattr(proc, "gate_tree", None)
-    seen = _signal_tree(proc, token, signal.SIGTERM)
+    seen = _signal_tree(proc, token, signal.SIGTERM, set())
     if proc.poll() is None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
     deadline = time.monotonic() + 5
     while True:  # again until none is left: one may have forked while we signalled
-        alive = _signal_tree(proc, token, signal.SIGKILL)
+        alive = _signal_tree(proc, token, signal.SIGKILL, seen)
         seen |= alive
         if not alive or time.monotonic() > deadline:
             break
@@ -160,21 +160,23 @@ def subreaper() -> bool:
         return False
 
 
-def _signal_tree(proc: subprocess.Popen, token: str | None, signum: int) -> set[int]:
-    """Send ``signum`` to the group and every live member of the tree; the members signalled."""
+def _signal_tree(proc: subprocess.Popen, token: str | None, signum: int, seen: set[int]) -> set[int]:
+    """Send ``signum`` to the group and every live member of the tree; the members signalled. The
+    tree is read first: a member the group's signal ends re-parents its children out of it; ``seen``,
+    the members signalled before, stay members (one that left the tree when its parent died)."""
+    members = tree((seen - {proc.pid}) | ({proc.pid} if proc.returncode is None else set()), token)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
-    members = tree(proc.pid if proc.returncode is None else None, token)
     for pid in members:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
     return members
 
 
-def tree(root: int | None, token: str | None) -> set[int]:
-    """The live (not zombie) processes of a tree: ``root``'s descendants, every process whose
-    environment carries ``token`` and their descendants (empty where there is no ``/proc``)."""
-    roots = {root} if root is not None else set()
+def tree(roots: set[int], token: str | None) -> set[int]:
+    """The live (not zombie) processes of a tree: ``roots`` and their descendants, every process whose
+    environment carries ``token`` and its descendants (empty where there is no ``/proc``)."""
+    roots = set(roots)
     if token:
         roots |= {pid for pid in _pids() if token in _tokens(pid)}
     found: set[int] = set()
