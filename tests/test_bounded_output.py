@@ -251,4 +251,4 @@ def test_a_child_writing_a_gigabyte_with_no_newline_is_ended_at_the_real_cap(tmp
 def test_a_record_line_of_a_gigabyte_is_ended_at_the_real_cap(tmp_path):
     _, verdict, _, peak = child(tmp_path, "b = b'x' * (1 << 20)\nfor _ in range(1024): rec.write(b)\nsys.exit(1)", timeout=120)
     assert verdict.reason.startswith("ended: its record passed 16 MiB (a real run's is a few kB)")
-    assert peak < 8 * MIB, peak
+    assert peak < 16 * MIB, peak  # a pending line (4 MiB cap) and a chunk, joined
