@@ -23,6 +23,7 @@ from smoke import exports, options, proc
 from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.extensions import collect as collect_imports, start_extensions_process
+from smoke.loads import collect as collect_loads, start_loads_process
 from smoke.models import check_run, models, registered_backends, weight_matrix_bytes
 from smoke.negative import negative_control, start_negative_process
 from smoke.probe import probe
@@ -38,6 +39,7 @@ def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_
     started = start_negative_process(workdir) if overlap else None
     helper = start_export_process(row, workdir) if exports.parallel(parallel_exports, overlap) else None
     imports = start_extensions_process(workdir) if overlap else None  # beside the exports; collected last
+    loads = start_loads_process(workdir) if overlap else None  # every shared library loaded (smoke.loads); collected last
     try:
         try:
             _gate(row, workdir, rec, started, helper)
@@ -48,10 +50,14 @@ def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_
             # verdict, naming the module and the loader's message, is recorded all the same.
             with contextlib.suppress(FailFast):
                 rec.check(collect_imports(imports, workdir))
+                for result in collect_loads(loads, workdir):
+                    rec.check(result)
             raise
         rec.check(collect_imports(imports, workdir))
+        for result in collect_loads(loads, workdir):
+            rec.check(result)
     finally:
-        for process in (started, helper, imports):
+        for process in (started, helper, imports, loads):
             proc.end(process)
 
 

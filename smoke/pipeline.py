@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from smoke import installed, policy, resolve, shipped, tagged
+from smoke import installed, loads, policy, resolve, shipped, tagged
 from smoke.rows import ROWS
 from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def common() -> tuple[Check, ...]:
     """Every row's checks."""
-    return (*tagged.CHECKS, *shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *installed.CHECKS, *resolve.ENVIRONMENT_CHECKS, *CHILD_CHECKS)
+    return (*tagged.CHECKS, *shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *installed.CHECKS, *resolve.ENVIRONMENT_CHECKS, *CHILD_CHECKS, *loads.CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:
