@@ -73,6 +73,12 @@ def summary(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def compare(session: nox.Session) -> None:
+    """What changed from a release that worked to a candidate: checks side by side, static and runtime drift; fail on a regression (-- OLD.whl NEW.whl [--row ROW] [--static-only])."""
+    _verdict(session, "compare", cli.compare_main(list(session.posargs)))
+
+
+@nox.session(venv_backend="none")
 def benchmark(session: nox.Session) -> None:
     """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--budget S] [--output FILE])."""
     from smoke import benchmark as bench

@@ -105,6 +105,34 @@ def summary_main(argv: list[str]) -> int:
     return _at_the_edge(work)
 
 
+def compare_parser() -> argparse.ArgumentParser:
+    from smoke.compare import PASSED_ON
+
+    p = _Parser(prog="nox -s compare --", description="Judge OLD and NEW on one row and report what changed: checks side by "
+                "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD, FAIL on NEW; outputs "
+                "that drift past the tolerance).")
+    p.add_argument("old", type=Path, help="the release that worked (.whl)")
+    p.add_argument("new", type=Path, help="the candidate (.whl)")
+    p.add_argument("--row", choices=sorted(ROWS), help="the row to judge both on (default: NEW's row that OLD fits too)")
+    p.add_argument("--static-only", action="store_true", help="the wheel-file checks and static drift only: nothing installed")
+    p.add_argument("--env-dir", type=Path, help="the folder of the two environments, DIR/old-ROW and DIR/new-ROW, each reused "
+                   "when built from the same wheel (default: .gate/envs/compare)")
+    p.add_argument("--report-dir", type=Path, metavar="DIR", help="write DIR/compare-ROW.json and DIR/compare-ROW.md")
+    options.add(p, PASSED_ON)
+    return p
+
+
+def compare_main(argv: list[str]) -> int:
+    from smoke import compare
+
+    def work() -> int:
+        args = compare_parser().parse_args(argv)
+        return compare.compare(args.old, args.new, args.row, args.static_only, args.report_dir, args.env_dir,
+                               compare.row_arguments(args))
+
+    return _at_the_edge(work)
+
+
 def main(argv: list[str], row: str | None = None) -> int:
     from smoke import gate  # imported when a command runs (see inspect_main)
 
@@ -112,6 +140,8 @@ def main(argv: list[str], row: str | None = None) -> int:
         return inspect_main(argv[1:])
     if row is None and argv[:1] == ["summary"]:
         return summary_main(argv[1:])
+    if row is None and argv[:1] == ["compare"]:
+        return compare_main(argv[1:])
     if row is None and argv[:1] == ["benchmark"]:
         from smoke import benchmark
 
