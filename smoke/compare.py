@@ -95,6 +95,30 @@ def side_by_side(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[d
     return rows
 
 
+DEVICE_CODE = "device code"  # the CUDA rows' check (smoke.backends.cuda_checks): its measured holds each library's code
+
+
+def device_code_drift(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The CUDA device code (machine code per sm, PTX) of each library, as the two ``device code`` checks read it;
+    None where neither side ran that check (a CPU row) or neither read any library."""
+    def libraries(results: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]] | None:
+        found = next((r for r in results if isinstance(r, dict) and r.get("name") == DEVICE_CODE), None)
+        measured = (found or {}).get("measured")
+        listed = measured.get("libraries") if isinstance(measured, dict) else None
+        if not isinstance(listed, dict):
+            return None
+        return {str(path): {key: [str(a) for a in code.get(key) or []] for key in ("sm", "ptx")}
+                for path, code in listed.items() if isinstance(code, dict)}
+
+    before, after = libraries(old), libraries(new)
+    if before is None and after is None:
+        return None
+    before, after = before or {}, after or {}
+    changed = [{"library": path, "old": before[path], "new": after[path]}
+               for path in sorted(set(before) & set(after)) if before[path] != after[path]]
+    return {"added": sorted(set(after) - set(before)), "removed": sorted(set(before) - set(after)), "changed": changed}
+
+
 # --- the runtime: each wheel's row, then its report read ------------------------------------------
 
 
@@ -334,7 +358,8 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
     static = drift.static_drift(drift.read_side(old, old_libs), drift.read_side(new, new_libs))
     runtime = None
     if static_only:
-        checks = side_by_side(file_results(row, old, old_libs), file_results(row, new, new_libs))
+        old_results, new_results = file_results(row, old, old_libs), file_results(row, new, new_libs)
+        checks = side_by_side(old_results, new_results)
     else:
         work = Path(tempfile.mkdtemp(prefix=f"gate-compare-{row.name}-"))
         keep = True
@@ -342,7 +367,8 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
             env = env_dir or ENV_DIR
             old_run = run_row(row, "old", old, env, work, passed)
             new_run = run_row(row, "new", new, env, work, passed)
-            checks = side_by_side(old_run.get("checks", []), new_run.get("checks", []))
+            old_results, new_results = _checks(old_run), _checks(new_run)
+            checks = side_by_side(old_results, new_results)
             runtime = runtime_drift(old_run, new_run)
             keep = False
         finally:
@@ -350,6 +376,7 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
                 say(f"the rows' logs are kept in {work}")
             else:
                 shutil.rmtree(work, ignore_errors=True)  # a folder this run made, holding only its logs and reports
+    static["device_code"] = device_code_drift(old_results, new_results)
     data = {"schema": SCHEMA, "mode": "compare", "row": row.name, "static_only": static_only,
             "old": _wheel_json(old), "new": _wheel_json(new), "checks": checks, "static": static, "runtime": runtime}
     data["regressions"] = regressions(checks, runtime)

@@ -10,7 +10,9 @@ Each wheel is read with the gate's own readers (``smoke.wheel``, ``smoke.shipped
 - each ELF library's RUNPATH (or RPATH), where the library is in both;
 - the dynamic symbols each library exports (defined, global or weak, read from ``.dynsym``): those
   gone from a library that is in both, and how many of them another library of the new wheel exports;
-- the platform tag the ELF files really need (auditwheel's policy for their newest symbol versions).
+- the platform tag the ELF files really need (auditwheel's policy for their newest symbol versions);
+- on a CUDA row, each library's device code (sm list, PTX), as the two ``device code`` checks read it
+  (``smoke.compare`` adds it: it is that check's own reading).
 
 Drift is information: what decides ``compare``'s exit is a check that regressed and outputs that
 moved (``smoke.compare``).
@@ -174,6 +176,14 @@ def lines(drift: dict[str, Any]) -> list[str]:
     for gone in libs["symbols_removed"]:
         out.append(f"exported symbols removed from {gone['library']}: {gone['removed']} of {gone['old_exports']} "
                    f"({gone['exported_elsewhere']} of them exported by another file of NEW): {_shown(gone['names'])}")
+    code = drift.get("device_code") or {}
+    for key in ("added", "removed"):
+        if code.get(key):
+            out.append(f"libraries with CUDA device code {key}: {_shown(code[key])}")
+    for change in code.get("changed", []):
+        old, new = change["old"], change["new"]
+        out.append(f"CUDA device code of {change['library']}: {' '.join(old['sm']) or 'no sm'}, PTX {' '.join(old['ptx']) or 'none'} -> "
+                   f"{' '.join(new['sm']) or 'no sm'}, PTX {' '.join(new['ptx']) or 'none'}")
     pol = libs["policy"]
     if (pol["old"], pol["old_newest"]) != (pol["new"], pol["new_newest"]):
         out.append(f"platform policy needed: {pol['old']} ({', '.join(pol['old_newest'])}) -> "

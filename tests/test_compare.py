@@ -23,7 +23,7 @@ from smoke import compare, markup
 from smoke.errors import GateError
 from smoke.models import ATOL, RTOL
 from smoke.wheelcopy import rewrite_wheel
-from tests.helpers import REPO, nox
+from tests.helpers import DEVICE_CODE, REPO, cuda_parts, make_cuda_wheel, nox
 
 SCHEMA = json.loads((REPO / "docs" / "compare-schema.json").read_text())
 RELEASES = REPO / ".gate" / "release-table" / "wheels"
@@ -174,6 +174,30 @@ def test_a_library_added_back_is_no_regression(declared_x86_64, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "check libraries resolve: FAIL -> PASS:" in proc.stdout
     assert "drift: files added: 1: executorch/lib/libexecutorch_threadpool.so" in proc.stdout
+
+
+def test_a_cuda_library_that_lost_device_code_is_a_regression_and_its_sm_list_drift(slim_x86_64, tmp_path):
+    """A CUDA build whose shims carry code for sm_90 only (tests/data/device-code) after one that covered cu130's list."""
+    old = make_cuda_wheel(slim_x86_64, tmp_path / "old")
+    new = make_cuda_wheel(slim_x86_64, tmp_path / "new",
+                          parts=cuda_parts(slim_x86_64, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes()))
+    proc = smoke_compare(old.path, new.path, "--static-only", "--report-dir", tmp_path / "reports")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "row: cuda_x86_64;" in out
+    assert ("REGRESSION check regressed: device code: PASS on OLD, FAIL on NEW: executorch/backends/cuda/libaoti_cuda_shims.so "
+            "has no machine code for sm_80, sm_86, sm_89, sm_100, sm_120") in out
+    assert ("drift: CUDA device code of executorch/backends/cuda/libaoti_cuda_shims.so: sm_80 sm_86 sm_89 sm_90 sm_100 sm_120, "
+            "PTX sm_120 -> sm_90, PTX none") in out
+    data = report_of(tmp_path / "reports", "cuda_x86_64")
+    assert data["static"]["device_code"] == {"added": [], "removed": [], "changed": [{
+        "library": "executorch/backends/cuda/libaoti_cuda_shims.so",
+        "old": {"sm": ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"], "ptx": ["sm_120"]},
+        "new": {"sm": ["sm_90"], "ptx": []}}]}
+
+
+def test_a_cpu_row_has_no_device_code_drift(same_twice):
+    assert same_twice[1]["static"]["device_code"] is None
 
 
 def test_the_nox_session_runs_compare(declared_x86_64):
