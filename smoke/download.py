@@ -23,8 +23,13 @@ def download_command(row: Row, interpreter: Interpreter, dest: Path, index: str 
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
            "--dest", str(dest), "--python-version", f"{interpreter.version[0]}.{interpreter.version[1]}",
            "--implementation", interpreter.tag[:2]]
-    for glibc in (28, 27, 17):
-        cmd += ["--platform", f"manylinux_2_{glibc}_{row.machine}"]
+    if row.system == "macos":  # pip takes every macOS version up to the one named as compatible
+        cmd += ["--platform", f"macosx_15_0_{row.machine}", "--platform", "macosx_15_0_universal2"]
+    elif row.system == "windows":
+        cmd += ["--platform", f"win_{row.machine}"]
+    else:
+        for glibc in (28, 27, 17):
+            cmd += ["--platform", f"manylinux_2_{glibc}_{row.machine}"]
     if index:
         cmd += ["--index-url", index]
     return cmd + [PROJECT]

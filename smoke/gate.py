@@ -15,6 +15,7 @@ import contextlib
 import errno
 import itertools
 import os
+import platform
 import sys
 import tempfile
 import time
@@ -27,10 +28,11 @@ from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.follow import StopChild, judge_child, run_child
 from smoke.report import Run
 from smoke.results import Status, all_passed, skipped, summary_line
-from smoke.rows import Row, check_host, check_machine
+from smoke.rows import HOST_SYSTEMS, Row, check_host, check_machine
 
 REPO = Path(__file__).resolve().parent.parent
 OWN = REPO / ".gate"  # the only place in the checkout where the gate's folders may be
+RUNNERS = {"macos": "macos-14", "windows": "windows-latest"}  # .github/workflows/release-gate.yml
 
 
 def gate(row: Row, options: opts.Options) -> int:
@@ -116,9 +118,22 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     with phase(run, f"reading the wheel {path}"):
         wheel = wheels.read_wheel(path)
         check_machine(wheel, row)
-        wheels.check_interpreter(wheel, interpreter)
-        check_host(interpreter, row)
-        constraints = pairing.constraints_for(wheel, options.constraints)
+        elsewhere = away(row)
+        if elsewhere is not None:  # its file checks only, on any host: nothing is installed for another system
+            run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
+        else:
+            wheels.check_interpreter(wheel, interpreter)
+            check_host(interpreter, row)
+            constraints = pairing.constraints_for(wheel, options.constraints)
+    if elsewhere is not None:
+        say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}")
+        file_checks(run, row, wheel, options)
+        say(elsewhere)
+        for check in (*pipeline.for_row(row, stages.ENVIRONMENT), *pipeline.for_row(row, stages.CHILD)):
+            if check is not stages.CHILD_PROCESS:
+                for result_name in check.names():
+                    emit(run, skipped(result_name, f"not run: {elsewhere}"))
+        return finish(run, options, None, start)
     run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
@@ -185,6 +200,17 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     if verdict is not None:
         emit(run, verdict)
     return finish(run, options, work, start)
+
+
+def away(row: Row) -> str | None:
+    """Why the row's environment and child cannot run on this host (a macOS or Windows row elsewhere), or None."""
+    host = HOST_SYSTEMS.get(platform.system(), platform.system().lower())
+    if host == row.system:
+        return None
+    words = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}
+    return (f"the {row.name} row installs and runs the wheel on {words[row.system]} only, and this host is "
+            f"{words.get(host, platform.system())} {platform.machine()}: its file checks judged the wheel here; run the row "
+            f"on {words[row.system]} (the workflow's {RUNNERS.get(row.system, 'runner')}) for the rest")
 
 
 def machine_failure(run: Run, workdir: Path) -> None:

@@ -13,10 +13,9 @@ import time
 
 from smoke import gate, report, shipped, wheel as wheels
 from smoke.console import say
-from smoke.errors import WrongPlatform
 from smoke.options import Options
 from smoke.report import Run
-from smoke.rows import ROWS, Row, check_machine, no_linux_row
+from smoke.rows import ROWS, Row, check_machine, no_row, rows_fitting
 
 
 def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
@@ -25,13 +24,9 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
         for row in rows:
             check_machine(wheel, row)
         return rows
-    fits = wheel.linux_machines
-    if not fits:
-        raise no_linux_row(wheel)
-    rows = [row for row in ROWS.values() if row.machine in fits or "any" in fits]
+    rows = rows_fitting(wheel)  # its platform's rows: Linux (by machine), macOS or Windows
     if not rows:
-        raise WrongPlatform(f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; the gate has rows for "
-                            f"{', '.join(sorted({r.machine for r in ROWS.values()}))} only (nox -l lists them)")
+        raise no_row(wheel)
     # The rows of its kind of build (a CPU build: the CPU rows); the others are named, with why, not judged.
     its = [row for row in rows if row.backend.not_its_build(wheel) is None]
     return its or rows
@@ -40,7 +35,7 @@ def rows_for(wheel: wheels.Wheel, names: list[str]) -> list[Row]:
 def not_judged(wheel: wheels.Wheel, rows: list[Row]) -> list[str]:
     """The rows of the wheel's architecture left out, each with why (``rows_for`` with no ``--row``)."""
     return [f"not judged: {row.name}, the wheel is {row.backend.not_its_build(wheel)} (--row {row.name} judges it there anyway)"
-            for row in ROWS.values() if row not in rows and row.machine in wheel.linux_machines and row.backend.not_its_build(wheel)]
+            for row in rows_fitting(wheel) if row not in rows and row.backend.not_its_build(wheel)]
 
 
 def inspect(options: Options, names: list[str]) -> int:

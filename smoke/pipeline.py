@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from smoke import installed, loads, policy, resolve, shipped, tagged
+from smoke import foreign, installed, loads, macos, policy, resolve, shipped, tagged, windows
 from smoke.rows import ROWS
 from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
 
@@ -19,14 +19,22 @@ if TYPE_CHECKING:
     from smoke.rows import Row
 
 
-def common() -> tuple[Check, ...]:
-    """Every row's checks."""
-    return (*tagged.CHECKS, *shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *installed.CHECKS, *resolve.ENVIRONMENT_CHECKS, *CHILD_CHECKS, *loads.CHECKS)
+SYSTEMS = ("linux", "macos", "windows")
+
+
+def common(system: str = "linux") -> tuple[Check, ...]:
+    """Every row's checks, for a wheel of that system (``Row.system``): the file checks read its ELF, Mach-O or PE files."""
+    files = {"linux": (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS),
+             "macos": (*macos.CHECKS, shipped.RECORD),
+             "windows": (*windows.CHECKS, shipped.RECORD)}[system]
+    environment = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS) if system == "linux" else installed.CHECKS
+    return (*tagged.CHECKS, *foreign.CHECKS, *files, *environment, *CHILD_CHECKS, *loads.CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:
     """The row's checks in the order they run (of one stage, or all)."""
-    declared = [c for c in (*common(), *row.backend.checks) if stage is None or c.stage == stage]
+    own = row.backend.checks if row.system == "linux" else ()  # a backend's file checks read ELF files
+    declared = [c for c in (*common(row.system), *own) if stage is None or c.stage == stage]
     return sorted(declared, key=lambda c: (STAGES.index(c.stage), c.order))
 
 
@@ -38,7 +46,7 @@ def result_names(row: Row) -> list[str]:
 def declared(result: str) -> Check | None:
     """The declared check a result's name belongs to ("data file (weighted)" -> DATA_FILE)."""
     backends = {row.backend.name: row.backend for row in ROWS.values()}.values()  # one of each kind the rows use
-    for check in (*common(), *(c for b in backends for c in b.checks)):
+    for check in (*(c for system in SYSTEMS for c in common(system)), *(c for b in backends for c in b.checks)):
         if result in check.names():
             return check
     return None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from smoke.backends import CUDA_ARCHS, Backend, Cuda, Xnnpack
 from smoke.errors import WrongPlatform
+from smoke.wheel import is_linux, normal_machine, platform_machine
 
 if TYPE_CHECKING:
     from smoke.wheel import Interpreter, Wheel
@@ -26,6 +27,10 @@ class Row:
     backend: Backend
     execution_required: bool  # a missing device is a FAIL, not a SKIP
     description: str
+    # The operating system the wheel is for (linux, macos, windows): which file checks judge it
+    # (smoke.pipeline), and where the row can install and run it; on another host it runs its file
+    # checks and names the rest as skipped (smoke.gate).
+    system: str = "linux"
 
 
 ROWS: dict[str, Row] = {
@@ -39,8 +44,17 @@ ROWS: dict[str, Row] = {
             "CPU wheel, x86_64: wheel and environment checks, then export through XNNPACK with weights in model.ptd, load and run on the CPU"),
         Row("cpu_aarch64", "aarch64", Xnnpack(), True,
             "CPU wheel, aarch64: wheel and environment checks, then export through XNNPACK with weights in model.ptd, load and run on the CPU"),
+        Row("cpu_macos_arm64", "arm64", Xnnpack(), True,
+            "CPU wheel, macOS arm64: Mach-O file checks on any host; on macOS, the environment and XNNPACK's export, load and run with model.ptd",
+            system="macos"),
+        Row("cpu_windows_x86_64", "amd64", Xnnpack(), True,
+            "CPU wheel, Windows x86_64: PE file checks on any host; on Windows, the environment and XNNPACK's export, load and run with model.ptd",
+            system="windows"),
     )
 }
+
+# Where each system's rows run end to end: the host's platform.system().
+HOST_SYSTEMS = {"Linux": "linux", "Darwin": "macos", "Windows": "windows"}
 
 
 # What a release needs: the rows whose reports the matrix summary requires (the checks a row
@@ -55,34 +69,64 @@ RELEASE_ROWS: dict[str, tuple[str, ...]] = {
 # --- which row fits: a wheel or an interpreter of another machine is refused, naming the row that fits
 
 
+def fits(platform: str, row: Row) -> bool:
+    """A wheel of this platform tag is for the row's system and machine ("any" fits every Linux row)."""
+    if platform == "any":
+        return row.system == "linux"
+    if row.system == "linux":
+        return is_linux(platform) and platform_machine(platform) == row.machine
+    if row.system == "macos":
+        arch = platform.rsplit("_", 1)[-1] if platform.startswith("macosx_") else None
+        return arch == row.machine or (arch == "universal2" and row.machine in ("arm64", "x86_64"))
+    return platform == f"win_{row.machine}"
+
+
+def rows_fitting(wheel: Wheel) -> list[Row]:
+    return [row for row in ROWS.values() if any(fits(tag.platform, row) for tag in wheel.tags)]
+
+
 def check_machine(wheel: Wheel, row: Row) -> None:
-    """Refuse a wheel for another architecture, or for no Linux at all, naming the session that takes it."""
-    fits = wheel.linux_machines
-    if row.machine in fits or "any" in fits:
+    """Refuse a wheel for another platform, naming the session that takes it, or saying no row does."""
+    if any(fits(tag.platform, row) for tag in wheel.tags):
         return
-    if not fits:
-        raise no_linux_row(wheel)
-    others = [r.name for r in ROWS.values() if r.machine in fits and r.backend.name == row.backend.name]
-    hint = f" (use nox -s {others[0]})" if others else ""
+    fitting = rows_fitting(wheel)
+    if not fitting:
+        raise no_row(wheel)
+    others = [r.name for r in fitting if r.backend.name == row.backend.name] or [r.name for r in fitting]
     raise WrongPlatform(
-        f"wheel {wheel.filename!r} is built for {', '.join(sorted(wheel.machines))}; "
-        f"the {row.name} row needs {row.machine}{hint}"
+        f"wheel {wheel.filename!r} is built for {_built_for(wheel)}; "
+        f"the {row.name} row needs {_platform_words(row)} (use nox -s {others[0]})"
     )
 
 
-def no_linux_row(wheel: Wheel) -> WrongPlatform:
-    """A wheel with no Linux platform tag (macOS, Windows): every row of the gate is a Linux row."""
-    platforms = ", ".join(sorted({tag.platform for tag in wheel.tags}))
-    machines = ", ".join(sorted({r.machine for r in ROWS.values()}))
-    return WrongPlatform(f"wheel {wheel.filename!r} is built for {platforms}, not Linux; the gate's rows gate Linux wheels "
-                         f"({machines}; nox -l lists them): pass a manylinux or musllinux executorch wheel")
+def _built_for(wheel: Wheel) -> str:
+    """Its Linux machines (x86_64), or its platform tags where any is not Linux (macosx_14_0_arm64)."""
+    if all(is_linux(t.platform) for t in wheel.tags):
+        return ", ".join(sorted(wheel.machines))
+    return ", ".join(sorted({t.platform for t in wheel.tags}))
+
+
+def _platform_words(row: Row) -> str:
+    return {"linux": row.machine, "macos": f"macOS {row.machine}", "windows": f"Windows {row.machine}"}[row.system]
+
+
+def no_row(wheel: Wheel) -> WrongPlatform:
+    """A wheel no row of the gate takes (a macOS x86_64 wheel, a RISC-V one, a win32 one)."""
+    kinds = ", ".join(sorted({r.machine for r in ROWS.values() if r.system == "linux"}))
+    others = ", ".join(_platform_words(r) for r in ROWS.values() if r.system != "linux")
+    return WrongPlatform(f"wheel {wheel.filename!r} is built for {_built_for(wheel)}; the gate has rows for {kinds} "
+                         f"(Linux), {others} only (nox -l lists them)")
+
+
+no_linux_row = no_row  # the name inspect used before the macOS and Windows rows
 
 
 def check_host(interpreter: Interpreter, row: Row) -> None:
     """Refuse, before anything is built, an interpreter of another machine than the row's."""
-    if not interpreter.machine or interpreter.machine == row.machine:
+    if not interpreter.machine or interpreter.machine == normal_machine(row.machine):
         return
-    fitting = [r.name for r in ROWS.values() if r.machine == interpreter.machine and r.backend.name == row.backend.name]
+    fitting = [r.name for r in ROWS.values() if normal_machine(r.machine) == interpreter.machine and r.system == row.system
+               and r.backend.name == row.backend.name]
     session = f"nox -s {fitting[0]}" if fitting else "another row"
     raise WrongPlatform(
         f"the {row.name} row needs an {row.machine} interpreter; {interpreter.describe()} runs on {interpreter.machine}: "

@@ -282,6 +282,11 @@ def _machine(name: str) -> str:
     return _MACHINE_NAMES.get(name.lower(), name.lower())
 
 
+def normal_machine(name: str) -> str:
+    """A machine as platform.machine() is normalized here (amd64 -> x86_64, arm64 -> aarch64)."""
+    return _machine(name)
+
+
 def probe_interpreter(path: str | None) -> Interpreter:
     """The interpreter the environment will be built from; ``None`` is this one."""
     if path is None:
@@ -399,11 +404,17 @@ def shared_objects(wheel: Wheel) -> list[str]:
     return sorted(name for name in wheel.files if ".so" in PurePosixPath(name).name and not name.endswith("/"))
 
 
-def marker_environment(machine: str, wheel: Wheel) -> dict[str, str]:
-    """The marker variables of a Linux machine of this kind (a row's) with the wheel's Python."""
+# The marker variables of each system a row is for, as its CPython reports them.
+SYSTEM_MARKERS = {"linux": {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"},
+                  "macos": {"platform_system": "Darwin", "sys_platform": "darwin", "os_name": "posix"},
+                  "windows": {"platform_system": "Windows", "sys_platform": "win32", "os_name": "nt"}}
+
+
+def marker_environment(machine: str, wheel: Wheel, system: str = "linux") -> dict[str, str]:
+    """The marker variables of a machine of this kind (a row's: Linux unless ``system`` says) with the wheel's Python."""
     interpreters = sorted(t.interpreter for t in wheel.tags if t.interpreter.startswith("cp") and t.interpreter[2:].isdigit())
     env = dict(default_environment())
-    env.update(platform_machine=machine, platform_system="Linux", sys_platform="linux", os_name="posix",
+    env.update(platform_machine=machine, **SYSTEM_MARKERS[system],
                implementation_name="cpython", platform_python_implementation="CPython", extra="")
     if interpreters:
         digits = interpreters[0][2:]
@@ -417,9 +428,9 @@ class Providers:
     machine of that kind (by its name), or None. A declared package's folder is its import name (torch/ for torch,
     nvidia/ for the nvidia-* CUDA packages). Made once per wheel and row: the wheel's file list is long."""
 
-    def __init__(self, wheel: Wheel, machine: str) -> None:
+    def __init__(self, wheel: Wheel, machine: str, system: str = "linux") -> None:
         self.tops = {PurePosixPath(f).parts[0] for f in wheel.files}
-        env = marker_environment(machine, wheel)
+        env = marker_environment(machine, wheel, system)
         self.declared = [req for req in wheel.requires_dist if req.marker is None or req.marker.evaluate(env)]
 
     def __call__(self, target: str) -> str | None:

@@ -55,9 +55,8 @@ def replaced(slim, tmp, name, text):
 
 # Class 1: names and tags. (file name, the ERROR line's words)
 NAMES = [
-    ("executorch-1.5.1-cp311-cp311-macosx_14_0_arm64.whl", "is built for macosx_14_0_arm64, not Linux; the gate's rows gate Linux wheels"),
-    ("executorch-1.5.1-cp311-cp311-macosx_14_0_x86_64.whl", "is built for macosx_14_0_x86_64, not Linux"),
-    ("executorch-1.5.1-cp311-cp311-win_amd64.whl", "is built for win_amd64, not Linux"),
+    ("executorch-1.5.1-cp311-cp311-macosx_14_0_x86_64.whl", "is built for macosx_14_0_x86_64; the gate has rows for aarch64, x86_64 (Linux), macOS arm64, Windows amd64 only"),
+    ("executorch-1.5.1-cp311-cp311-win32.whl", "is built for win32; the gate has rows for"),
     ("executorch-1.5.1-cp3-cp3-manylinux_2_28_x86_64.whl", "has Python tags cp3-cp3, which no Python 3 installs"),
     ("executorch-1.5.1-cp99-cp99-manylinux_2_28_x86_64.whl", "has Python tags cp99-cp99, which no Python 3 installs"),
     ("executorch-1.5.1-cp311d-cp311d-manylinux_2_28_x86_64.whl", "has Python tags cp311d-cp311d, which no Python 3 installs"),
