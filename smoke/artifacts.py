@@ -15,7 +15,11 @@ the gate would judge.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import mmap
+import os
+import stat
 import struct
 import sys
 from dataclasses import asdict, dataclass
@@ -24,6 +28,7 @@ from pathlib import Path
 from flatbuffers.table import Table
 
 from smoke.backends import for_delegate
+from smoke.errors import EXIT_CANNOT_RUN, EXIT_FAILED
 from smoke.tables import ArtifactError, data_segments, guard, root, slot, string, ubytes, uint, vector
 
 # program.fbs field indices.
@@ -152,7 +157,7 @@ def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes:
         return ubytes(vector(program, _PROGRAM_BACKEND_DELEGATE_DATA)[index], _INLINE_DATA)
     offset, size = data_segments(program, _PROGRAM_SEGMENTS)[index]
     start = _pte_header(data)[1] + offset
-    return data[start : start + size]
+    return memoryview(data)[start : start + size]  # a view of the mapped file: a large blob is not copied
 
 
 def _compile_specs(delegate: Table) -> dict[str, bytes]:
@@ -180,12 +185,65 @@ def missing_keys(program: Program, data_files: list["DataFile"]) -> list[str] | 
     return [key for key in program.expected_keys if key not in held]
 
 
+# What is not a regular file, by its st_mode: each is refused before it is opened (a FIFO's open waits for a writer).
+_NOT_FILES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+# Compared a chunk at a time when a blob is checked for zeros (whatever the blob's size).
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def _not_a_file(path: str, mode: int) -> ArtifactError | None:
+    kind = next((name for test, name in _NOT_FILES if test(mode)), None if stat.S_ISREG(mode) else "not a regular file")
+    return ArtifactError(f"{path!r} is {kind}, not a .pte or .ptd file") if kind else None
+
+
+def _mapped(path: str) -> mmap.mmap | bytes:
+    """The file's bytes, mapped: what the readers touch (the headers, the flatbuffer, the ranges they name)
+    is read, never the whole of a large file. Only a regular file is opened, without blocking."""
+    try:
+        refused = _not_a_file(path, os.stat(path).st_mode)
+        if refused:
+            raise refused
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            status = os.fstat(fd)  # what was opened, if the path changed since the stat
+            refused = _not_a_file(path, status.st_mode)
+            if refused:
+                raise refused
+            if not status.st_size:
+                return b""
+            try:
+                return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            except OSError as exc:
+                if exc.errno == errno.ENOMEM:  # the address space is limited (ulimit -v), not the memory
+                    raise ArtifactError(f"{path!r} ({status.st_size} B) cannot be mapped within this process's "
+                                        "address-space limit (ulimit -v): raise it to read this file") from exc
+                raise
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ArtifactError(f"{path!r} cannot be read: {exc.strerror or exc}") from exc
+
+
+def _all_zero(data, start: int, size: int) -> bool:
+    for at in range(start, start + size, len(_ZERO_CHUNK)):
+        end = min(at + len(_ZERO_CHUNK), start + size)
+        if data[at:end] != _ZERO_CHUNK[: end - at]:
+            return False
+    return True
+
+
 def read_program(path: Path | str) -> Program:
     path = str(path)
-    data = Path(path).read_bytes()
+    return _read_program(path, _mapped(path))
 
+
+def _read_program(path: str, data) -> Program:
     def read() -> Program:
         program = root(data, _PTE_IDENTIFIER, path)
+        if _has_pte_header(data) and _pte_header(data)[0] > len(data):  # cut short: say so before reading its tables
+            raise ArtifactError(f"{path!r}: header says the program is {_pte_header(data)[0]} B, the file is {len(data)} B "
+                                "(truncated?)")
         plans = []
         for plan in vector(program, _PROGRAM_EXECUTION_PLAN):
             ops = tuple(
@@ -198,13 +256,15 @@ def read_program(path: Path | str) -> Program:
         _checkdata_segments(data, program, path)
         return Program(path, len(data), tuple(plans), keys, expected_keys(data, program))
 
-    return guard(path, read)
+    return _guarded(path, read)
 
 
 def read_data_file(path: Path | str) -> DataFile:
     path = str(path)
-    data = Path(path).read_bytes()
+    return _read_data_file(path, _mapped(path))
 
+
+def _read_data_file(path: str, data) -> DataFile:
     def read() -> DataFile:
         table = root(data, _PTD_IDENTIFIER, path)
         if len(data) < 8 + _PTD_HEADER.size:
@@ -232,20 +292,31 @@ def read_data_file(path: Path | str) -> DataFile:
                 raise ArtifactError(
                     f"{path!r}: key {key!r} ends at byte {start + size}, the file is {len(data)} B"
                 )
-            payload = data[start : start + size]
-            blobs.append(NamedBlob(key, size, not any(payload)))
+            blobs.append(NamedBlob(key, size, _all_zero(data, start, size)))
         return DataFile(path, len(data), length, fb_offset, fb_size, base, seg_size, tuple(blobs))
 
-    return guard(path, read)
+    return _guarded(path, read)
+
+
+def _guarded(path: str, read):
+    """``tables.guard``, and what else a damaged file makes the flatbuffers runtime raise: one ArtifactError."""
+    try:
+        return guard(path, read)
+    except ArtifactError:
+        raise
+    except (ValueError, TypeError, OverflowError, BufferError) as exc:
+        raise ArtifactError(f"{path!r} is damaged: {exc}") from exc
 
 
 def read(path: Path | str) -> Program | DataFile:
-    """Read a .pte or .ptd, chosen by its file identifier, not its name."""
-    with open(path, "rb") as handle:
-        head = handle.read(8)
-    if head[4:8] == _PTD_IDENTIFIER or (head[4:8] != _PTE_IDENTIFIER and str(path).endswith(".ptd")):
-        return read_data_file(path)  # a .ptd with a damaged identifier is told the data file's, not a program's
-    return read_program(path)
+    """Read a .pte or .ptd, chosen by its file identifier, not its name. Whatever is wrong with the path or
+    its bytes (not a regular file, unreadable, damaged, another kind of file) is an ``ArtifactError``."""
+    path = str(path)
+    data = _mapped(path)
+    head = data[:8]
+    if head[4:8] == _PTD_IDENTIFIER or (head[4:8] != _PTE_IDENTIFIER and path.endswith(".ptd")):
+        return _read_data_file(path, data)  # a .ptd with a damaged identifier is told the data file's, not a program's
+    return _read_program(path, data)
 
 
 def describe(item: Program | DataFile) -> list[str]:
@@ -268,8 +339,16 @@ def describe(item: Program | DataFile) -> list[str]:
     return lines
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and exit 2, as every error of this command
+        print(f"ERROR {message} (see --help)", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m smoke.artifacts", description=__doc__.splitlines()[0])
+    """Print what the gate reads from each path. Exit 2 when a path cannot be read as a .pte or .ptd (one
+    ERROR line each), 1 when a program's data files lack a key it expects, 0 otherwise."""
+    parser = _Parser(prog="python -m smoke.artifacts", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path)
     parser.add_argument("--json", action="store_true", help="print the same as JSON")
     args = parser.parse_args(argv)
@@ -278,9 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.paths:
         try:
             item = read(path)
-        except (OSError, ArtifactError) as exc:
+        except ArtifactError as exc:
             print(f"ERROR {exc}", file=sys.stderr)
-            code = 1
+            code = EXIT_CANNOT_RUN
             continue
         items.append(item)
         if args.json:
@@ -298,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing is None:
             line = f"{program.path}: which keys its delegates expect is unknown to this reader"
         elif missing:
-            line, code = f"{program.path} with {names}: missing {missing}", 1
+            line, code = f"{program.path} with {names}: missing {missing}", max(code, EXIT_FAILED)
         else:
             line = f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys)})"
         if args.json:
@@ -311,4 +390,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as smoke.artifacts, not as this __main__ copy: one set of classes (Program, DataFile) however started.
+    from smoke.artifacts import main as _main
+
+    sys.exit(_main())

@@ -7,6 +7,7 @@ schema; a malformed file is an ``ArtifactError``, never a traceback.
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 from flatbuffers.table import Table
@@ -36,7 +37,8 @@ def root(data: bytes, identifier: bytes, path: str) -> Table:
     (root,) = struct.unpack_from("<I", data, 0)
     if root + 4 > len(data):
         raise ArtifactError(f"{path!r}: root table offset {root} points past the end ({len(data)} B)")
-    return Table(bytearray(data), root)
+    # A mapped file (smoke.artifacts) is read in place: only the pages the fields touch are read.
+    return Table(data if isinstance(data, mmap.mmap) else bytearray(data), root)
 
 
 def string(table: Table, field: int) -> str:

@@ -88,7 +88,7 @@ def test_command_line_prints_what_the_gate_judges(capsys):
 def test_command_line_error_is_one_line_not_a_traceback(tmp_path, capsys):
     bad = tmp_path / "x.ptd"
     bad.write_bytes(b"garbage!")
-    assert artifacts.main([str(bad)]) == 1
+    assert artifacts.main([str(bad)]) == 2  # a file that cannot be read as a .pte or .ptd: exit 2, as the gate's ERROR
     err = capsys.readouterr().err
     assert err.startswith("ERROR ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
@@ -121,7 +121,7 @@ def test_json_output_holds_what_the_gate_judged(capsys):
 def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, damage, message):
     path = tmp_path / "model.pte"
     path.write_bytes(damage((H200 / "weighted" / "model.pte").read_bytes()))
-    assert artifacts.main([str(path)]) == 1
+    assert artifacts.main([str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ERROR ") and message in err and "Traceback" not in err
 

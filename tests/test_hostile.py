@@ -266,7 +266,7 @@ def test_a_data_file_claiming_a_huge_flatbuffer_is_refused(tmp_path):
     path = tmp_path / "aoti_cuda_blob.ptd"
     path.write_bytes(bytes(data))
     proc = artifacts(path)
-    assert proc.returncode == 1 and proc.stderr.startswith("ERROR ") and proc.stderr.count("\n") == 1
+    assert proc.returncode == 2 and proc.stderr.startswith("ERROR ") and proc.stderr.count("\n") == 1
     assert f"header says the flatbuffer is {1 << 60} B at byte 48" in proc.stderr
 
 
@@ -276,5 +276,5 @@ def test_a_data_file_with_a_broken_identifier_is_told_the_data_files(tmp_path):
     path = tmp_path / "model.ptd"
     path.write_bytes(bytes(data))
     proc = artifacts(path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "has file identifier b'XX01', expected b'FT01'" in proc.stderr
