@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import re
 import zipfile
 from typing import TYPE_CHECKING
 
@@ -29,10 +30,15 @@ if TYPE_CHECKING:
     from smoke.rows import Row
 
 
+# A name the loader is given to load: libx.so, libx.so.1.2, _C.cpython-311-x86_64-linux-gnu.so (not notes.sorted.txt).
+SHARED_LIBRARY_NAME = re.compile(r"\.so(\.[0-9]+)*$")
+
+
 def read_libraries(wheel: Wheel) -> Libraries:
-    """Every member that starts with the ELF magic, whatever its name (``flatc`` is an executable)."""
+    """Every member that starts with the ELF magic, whatever its name (``flatc`` is an executable); a member
+    named as a shared library that is not ELF (a Git LFS pointer) or that the ELF reader refuses is kept by name."""
     items, unreadable, not_elf = [], [], []
-    named_so = set(shared_objects(wheel))
+    named_so = {name for name in shared_objects(wheel) if SHARED_LIBRARY_NAME.search(name)}
     with zipfile.ZipFile(wheel.path) as archive:
         for info in archive.infolist():
             name = info.filename
