@@ -148,9 +148,6 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     if run.libraries.unreadable or run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
         say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
         return finish(run, options, None, start)
-    if run.libraries.unreadable or run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
-        say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
-        return finish(run, options, None, start)
 
     env_options = environment.EnvOptions(env_dir=env_dir, constraints=constraints, **opts.for_environment(options))
     doing = ("reusing the environment in {}" if environment.will_reuse(wheel, interpreter, env_options)
