@@ -91,3 +91,56 @@ def test_the_cuda_runtime_seen_through_torch_from_is_not_taken_as_installed(tmp_
     assert "sympy" in seen and "nvidia-cuda-runtime" not in seen
     _dist_info(environment.site_packages(python), "nvidia-cuda-runtime", "13.0.96")
     assert "nvidia-cuda-runtime" in environment._installed_names(python)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_and_the_next_run_rebuilds(declared_x86_64, tmp_path):
+    """kill -9 reaches no handler of the gate's: what it started must still end (PR_SET_PDEATHSIG), and
+    the next run must see the unfinished build for what it is and build afresh."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import REPO
+
+    env_dir = tmp_path / "env"
+    gate = subprocess.Popen([sys.executable, "-m", "smoke", "cpu_x86_64", str(declared_x86_64), "--env-dir", str(env_dir),
+                             "--venv-backend", "virtualenv"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not any(b"pip" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in _processes_mentioning(str(env_dir))
+                  if Path(f"/proc/{pid}").exists()):
+        assert gate.poll() is None and time.monotonic() < deadline, "the gate never reached pip install"
+        time.sleep(0.2)
+    time.sleep(1)  # pip is installing
+    gate.send_signal(signal.SIGKILL)
+    gate.wait()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(env_dir)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(env_dir)) == []  # pip died with the gate: nothing writes into the folder now
+    assert not (env_dir / environment.STAMP).exists()
+
+    said: list[str] = []
+    wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
+    from smoke import pairing
+
+    options = environment.EnvOptions(env_dir=env_dir, constraints=pairing.constraints_for(wheel, None),
+                                     **{**opts.for_environment(opts.Options()), "reuse_env": True})
+    with environment.built(wheel, interpreter, options, said.append) as env:
+        assert not env.reused
+    assert said[0] == (f"environment {env_dir} holds an unfinished build (an earlier run was stopped or failed while "
+                       f"building): building it afresh")
+    assert (env_dir / environment.STAMP).is_file()
