@@ -242,7 +242,7 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         say(f"torch: taken from {target} through {TORCH_PTH}")
     sources = None
     if backend == "uv":
-        sources = installer.pip_sources(python, env_without_pythonpath())
+        sources = installer.pip_sources(sys.executable, env_without_pythonpath())
         say(f"installing with uv ({uv}) from pip's sources: {sources.describe()}")
     tool = installer.Installer(backend, python, uv, sources)
     pip = tool.base(wheelhouse=options.wheelhouse, torch_index=options.torch_index)

@@ -142,7 +142,9 @@ def parse_pip_config(listing: str) -> Sources:
 
 
 def pip_sources(python: Path | str, env: Mapping[str, str]) -> Sources:
-    """pip's configured sources, as the pip of ``python`` reads them in ``env``."""
+    """pip's configured sources, as the pip of ``python`` reads them in ``env`` (the gate asks its own
+    interpreter's pip: the files and variables are the user's and the machine's, the same for any pip;
+    only a pip.conf inside that interpreter's own prefix would differ, and a new environment has none)."""
     try:
         out = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True,
                              env=dict(env), timeout=120)
@@ -184,5 +186,6 @@ class Installer:
 
 def venv_command(backend: str, uv: str | None, interpreter: str, location: Path) -> list[str]:
     if backend == "uv":
-        return [uv, "venv", "--quiet", "--seed", "--allow-existing", "-p", interpreter, str(location)]
+        # No --seed: nothing in the environment runs pip, and seeding would reach for an index (offline runners have none).
+        return [uv, "venv", "--quiet", "--allow-existing", "-p", interpreter, str(location)]
     return [sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter, str(location)]
