@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from smoke import foreign, installed, loads, macos, policy, resolve, shipped, tagged, windows
+from smoke import duplicates, foreign, imports, installed, loads, macos, policy, resolve, shipped, tagged, windows
 from smoke.rows import ROWS
 from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
 
@@ -28,7 +28,7 @@ def common(system: str = "linux") -> tuple[Check, ...]:
              "macos": (*macos.CHECKS, shipped.RECORD),
              "windows": (*windows.CHECKS, shipped.RECORD)}[system]
     environment = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS) if system == "linux" else installed.CHECKS
-    return (*tagged.CHECKS, *foreign.CHECKS, *files, *environment, *CHILD_CHECKS, *loads.CHECKS)
+    return (*tagged.CHECKS, *foreign.CHECKS, *files, *duplicates.CHECKS, *imports.CHECKS, *environment, *CHILD_CHECKS, *loads.CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:
