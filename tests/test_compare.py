@@ -400,3 +400,29 @@ def test_the_same_wheel_twice_run_whole_gives_identical_outputs_and_exit_0(decla
 
 def test_a_compare_error_is_a_gate_error():
     assert issubclass(compare.CompareError, GateError)
+
+
+@pytest.mark.slow
+@needs_releases
+def test_1_4_1_to_1_5_1_run_whole_same_outputs_and_sizes_and_the_regression_named(tmp_path):
+    """Measured first (two runs here, x86_64, torch 2.13.0+cpu): both releases' three programs give the same
+    outputs to the bit and the same .pte/.ptd sizes; 1.5.1's extension modules import where 1.4.1's failed
+    (py-cpuinfo is declared now); libraries resolve regresses (torch left Requires-Dist)."""
+    proc = smoke_compare(OLD_141, NEW_151, "--report-dir", tmp_path, "--env-dir", tmp_path / "envs")
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    data = report_of(tmp_path)
+    runtime = data["runtime"]
+    assert runtime["versions"]["old"]["executorch"] == "1.4.1" and runtime["versions"]["new"]["executorch"] == "1.5.1"
+    assert [(e["check"], e["max_abs_diff"], e["within_tolerance"]) for e in runtime["outputs"]] == [
+        ("run with data file (weightless)", 0.0, True), ("run with data file (weighted)", 0.0, True), ("portable kernels", 0.0, True)]
+    assert {e["artifact"]: (e["old"], e["new"]) for e in runtime["sizes"]} == {
+        "weightless .pte": (1600, 1600), "weighted .pte": (1744, 1744), "weightless .ptd": (0, 0), "weighted .ptd": (528, 528),
+        "portable .pte": (3664, 3664)}
+    assert all(e["ratio"] is not None for e in runtime["times"]), runtime["times"]
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["libraries resolve"]["regression"]
+    assert (checks["extension modules import"]["old"], checks["extension modules import"]["new"]) == ("fail", "pass")
+    assert "check extension modules import: FAIL -> PASS: all 8 import" in out
+    assert any(r.startswith("check regressed: libraries resolve: PASS on OLD, FAIL on NEW") for r in data["regressions"])
+    assert not any(r.startswith("outputs drift") for r in data["regressions"])
