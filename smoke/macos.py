@@ -42,6 +42,10 @@ SLICES = {"arm64": ("arm64",), "x86_64": ("x86_64",), "universal2": ("arm64", "x
           "universal": ("i386", "x86_64"), "i386": ("i386",)}
 ARM64_FIRST = Version("11.0")  # the first macOS that runs arm64
 SYSTEM_PREFIXES = ("/usr/lib/", "/System/")
+# torch/lib of torch 2.13.0's macosx_14_0_arm64 cp311 wheel (its file list, read 2026-12-04): a name
+# the wheel leaves to a declared torch must be one of these (any other is found nowhere).
+TORCH_DYLIBS = frozenset({"libc10.dylib", "libomp.dylib", "libshm.dylib", "libtorch.dylib", "libtorch_cpu.dylib",
+                          "libtorch_global_deps.dylib", "libtorch_python.dylib"})
 # site-packages is PREFIX/lib/pythonX.Y/site-packages; the interpreter, @executable_path, is PREFIX/bin.
 EXECUTABLE_FOLDER = "../../../bin"
 
@@ -181,7 +185,7 @@ def check_dylibs_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckR
         for folder in folders(f):
             if posixpath.normpath(posixpath.join(folder, leaf)) in loadable:
                 return "in the wheel"
-            if (who := providers(folder)) not in (None, "the wheel"):
+            if (who := providers(folder)) not in (None, "the wheel") and (folder.split("/", 1)[0] != "torch" or leaf in TORCH_DYLIBS):
                 return f"{who} (declared), in {folder}"
         if is_extension_module(f.path) or f.path in seen:
             return None
@@ -204,8 +208,11 @@ def check_dylibs_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckR
                     if target is not None and posixpath.normpath(posixpath.join(target, PurePosixPath(dylib).name)) in loadable:
                         how = "in the wheel"
                 if how is None:
+                    undeclared = [t for t in folders(f) if t.split("/", 1)[0] not in ("", "..") and providers(t) is None]
                     why = ("an absolute path outside the system" if dylib.startswith("/") else
-                           "no LC_RPATH entry of it (or of what loads it) leads to it in the wheel or a declared dependency")
+                           f"its LC_RPATH leads to {undeclared[0]}, the folder of {undeclared[0].split('/', 1)[0]}, which the "
+                           f"wheel does not declare" if undeclared and dylib.startswith("@rpath/") else
+                           "no LC_RPATH entry of it, or of what loads it, leads to it in the wheel or a declared dependency")
                     unresolved.append((f.path, dylib, why))
                 else:
                     found[f"{f.path}: {dylib}"] = how
