@@ -302,8 +302,10 @@ def _guarded(path: str, read):
     """``tables.guard``, and what else a damaged file makes the flatbuffers runtime raise: one ArtifactError."""
     try:
         return guard(path, read)
-    except ArtifactError:
-        raise
+    except ArtifactError as exc:
+        if str(exc).startswith(repr(path)):
+            raise
+        raise ArtifactError(f"{path!r}: {exc}") from exc  # a backend's reader of its blob names no file: name it
     except (ValueError, TypeError, OverflowError, BufferError) as exc:
         raise ArtifactError(f"{path!r} is damaged: {exc}") from exc
 
@@ -391,6 +393,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Run as smoke.artifacts, not as this __main__ copy: one set of classes (Program, DataFile) however started.
-    from smoke.artifacts import main as _main
+    import importlib
 
-    sys.exit(_main())
+    sys.exit(importlib.import_module("smoke.artifacts").main())

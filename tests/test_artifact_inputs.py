@@ -167,6 +167,15 @@ def test_a_missing_key_is_still_exit_1_and_an_unreadable_file_beside_it_exit_2(t
     assert proc.returncode == 2 and proc.stderr.startswith("ERROR '/dev/zero' is a character device")
 
 
+def test_a_damaged_delegate_blob_is_an_error_naming_the_file(tmp_path):
+    # Found by the slow property test: the XNNPACK blob's reader raised with no file name ("ERROR an XnnpackBackend blob ...").
+    data = bytearray(PTE.read_bytes())
+    data[116] = 0
+    path = tmp_path / "model.pte"
+    path.write_bytes(bytes(data))
+    one_error(command(path), f"ERROR '{path}': an XnnpackBackend blob without its b'XH00' header")
+
+
 # --- hypothesis: mutated real .pte and .ptd through the readers -------------------------------------------
 
 def _mutations(size: int):
