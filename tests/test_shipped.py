@@ -48,10 +48,10 @@ def check(fn, wheel, row=CUDA_ROW):
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
     results = [stages.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, stages.FILE)]
-    assert [r.name for r in results] == ["wheel tags", "platform tag", "architecture", "CUDA build", "CUDA libraries", "CUDA runtime declared",
+    assert [r.name for r in results] == ["wheel tags", "foreign files", "platform tag", "architecture", "CUDA build", "CUDA libraries", "CUDA runtime declared",
                                          "library RUNPATH", "libraries resolve", "one runtime core", "device code", "wheel RECORD"]
     assert all(r.status is Status.PASS for r in results), [r.line() for r in results]
-    device = results[9]
+    device = results[10]
     assert device.measured["libraries"][SHIMS] == {"sm": ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"], "ptx": ["sm_120"]}
     assert all(r.seconds is not None for r in results)
 
