@@ -21,8 +21,12 @@ Markdown goes to the step summary too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
+import stat
 import shutil
 import subprocess
 import sys
@@ -135,7 +139,19 @@ def run_row(row: Row, which: str, wheel: wheels.Wheel, env_dir: Path, work: Path
     say(f"running {row.name} on {which.upper()} {wheel.filename} (log: {log})")
     start = time.monotonic()
     with open(log, "wb") as out:
-        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO).returncode
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO)
+        try:
+            code = process.wait()
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM): the row ends what it started on SIGTERM (its child, the child's helpers),
+            # which a SIGKILL would leave running; waited for, then killed only if it does not end.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            raise
     said = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
     if code not in (0, EXIT_FAILED):
         error = next((line for line in reversed(said) if line.startswith("ERROR ")), said[-1] if said else "no output")
@@ -325,14 +341,52 @@ def print_lines(data: dict[str, Any]) -> None:
                                          for e in runtime["times"]))
 
 
+# How each file compare writes begins: one found there that begins otherwise is not the gate's, and is left alone.
+OWN_STARTS = {".json": b'{\n  "schema": ', ".md": b"### compare "}
+
+
+def report_paths(folder: Path, row: str) -> list[Path]:
+    return [folder / f"compare-{row}.json", folder / f"compare-{row}.md"]
+
+
+def check_targets(folder: Path, row: str) -> None:
+    """Refuse, before any work, a report path where something the gate did not write is (a link, a folder, a
+    device, a file that is not an earlier comparison): the gate replaces its own reports only."""
+    for path in report_paths(folder, row):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CompareError(f"report {str(path)!r} cannot be written ({exc.strerror or exc}): pass another --report-dir") from None
+        start = OWN_STARTS[path.suffix]
+        if stat.S_ISREG(info.st_mode):
+            try:
+                with open(path, "rb") as handle:
+                    if handle.read(len(start)) == start:
+                        continue
+            except OSError as exc:
+                raise CompareError(f"report {str(path)!r} cannot be read to see whose it is ({exc.strerror or exc})") from None
+        what = ("a link" if stat.S_ISLNK(info.st_mode) else "a folder" if stat.S_ISDIR(info.st_mode) else
+                "a file the gate did not write" if stat.S_ISREG(info.st_mode) else "not a regular file")
+        raise CompareError(f"report {str(path)!r} is {what}, which the gate will not replace: remove it, or pass another --report-dir")
+
+
 def write_reports(data: dict[str, Any], folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"compare-{data['row']}"
-    written = []
-    for path, text in ((folder / f"{stem}.json", json.dumps(data, indent=2) + "\n"), (folder / f"{stem}.md", markdown(data))):
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+    """DIR/compare-ROW.json and .md, each whole or not at all: written beside its place and renamed onto it."""
+    check_targets(folder, data["row"])
+    json_path, md_path = report_paths(folder, data["row"])
+    for path, text in ((json_path, json.dumps(data, indent=2) + "\n"), (md_path, markdown(data))):
+        partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+        try:
+            with open(partial, "x", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(partial, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            raise CompareError(f"report {str(path)!r} could not be written ({exc.strerror or exc}): pass another --report-dir") from None
+    return [json_path, md_path]
 
 
 def _read(path: Path, which: str) -> wheels.Wheel:
@@ -351,6 +405,8 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
     start = time.monotonic()
     old, new = _read(old_path, "OLD"), _read(new_path, "NEW")
     row = choose_row(old, new, row_name)
+    if report_dir is not None:
+        check_targets(report_dir, row.name)  # before any work: nothing the gate did not write is replaced
     say(f"OLD: {old.filename}, executorch {old.version}, sha256 {old.sha256}")
     say(f"NEW: {new.filename}, executorch {new.version}, sha256 {new.sha256}")
     say(f"row: {row.name}; {'the wheel-file checks and static drift only (--static-only)' if static_only else 'each wheel run whole, in its own environment'}")

@@ -426,3 +426,59 @@ def test_1_4_1_to_1_5_1_run_whole_same_outputs_and_sizes_and_the_regression_name
     assert "check extension modules import: FAIL -> PASS: all 8 import" in out
     assert any(r.startswith("check regressed: libraries resolve: PASS on OLD, FAIL on NEW") for r in data["regressions"])
     assert not any(r.startswith("outputs drift") for r in data["regressions"])
+
+
+def test_a_report_the_gate_did_not_write_is_left_alone_before_any_work(declared_x86_64, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    mine = reports / "compare-cpu_x86_64.md"
+    mine.write_text("my notes\n")
+    proc = smoke_compare(declared_x86_64, declared_x86_64, "--static-only", "--report-dir", reports)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == (f"ERROR report {str(mine)!r} is a file the gate did not write, which the gate will not replace: "
+                           f"remove it, or pass another --report-dir\n")
+    assert "checks:" not in proc.stdout and mine.read_text() == "my notes\n"
+    assert sorted(p.name for p in reports.iterdir()) == ["compare-cpu_x86_64.md"]
+
+
+def test_its_own_earlier_reports_are_replaced(same_twice, declared_x86_64):
+    reports = same_twice[3]
+    proc = smoke_compare(declared_x86_64, declared_x86_64, "--static-only", "--report-dir", reports)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in reports.iterdir()) == ["compare-cpu_x86_64.json", "compare-cpu_x86_64.md"]
+    report_of(reports)
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_row_run_ends_the_row_and_what_it_started(declared_x86_64, tmp_path):
+    envs = tmp_path / "envs"
+    environ = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    process = subprocess.Popen([sys.executable, "-m", "smoke", "compare", str(declared_x86_64), str(declared_x86_64),
+                                "--env-dir", str(envs)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environ)
+    deadline = time.monotonic() + 600
+    # Until the row's child runs in the built environment (its python is envs/old-cpu_x86_64/bin/python).
+    while time.monotonic() < deadline and not any(c.startswith(str(envs / "old-cpu_x86_64" / "bin")) for c in _command_lines()):
+        time.sleep(0.5)
+    assert process.poll() is None, process.communicate()
+    process.terminate()
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 143, out + err
+    assert err.strip().endswith("INTERRUPTED by SIGTERM: the run was stopped, every process it started was ended; no verdict")
+    time.sleep(1)
+    assert not [c for c in _command_lines() if str(envs) in c or str(declared_x86_64) in c]
+    # The row was told (SIGTERM, not SIGKILL): it ended its own run as an interrupted run does, and said so in its log.
+    kept = Path(out.split("the rows' logs are kept in ", 1)[1].splitlines()[0])
+    row_log = (kept / "old.log").read_text()
+    assert "INTERRUPTED by SIGTERM" in row_log, row_log[-2000:]
+
+
+def _command_lines() -> list[str]:
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                pass
+    return lines
