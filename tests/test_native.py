@@ -234,7 +234,7 @@ def test_a_dll_the_extension_module_imports_removed_fails_libraries_resolve(wind
     beside = f"executorch/extension/pybindings/{dll}"
     whole = rewrite_wheel(windows_1_0_0, tmp_path / "whole", add={PORTABLE: portable, beside: shipped})
     removed = rewrite_wheel(whole, tmp_path / "removed", drop=(beside,))
-    assert line(smoke("inspect", whole), "PASS libraries resolve: ").== "PASS libraries resolve: 53 imported DLLs of 6 PE files found"
+    assert line(smoke("inspect", whole), "PASS libraries resolve: ") == "PASS libraries resolve: 53 imported DLLs of 6 PE files found"
     proc = smoke("inspect", removed)
     assert proc.returncode == 1
     assert line(proc, "FAIL libraries resolve: ") == (f"FAIL libraries resolve: {PORTABLE} imports {dll} (not in the wheel, "
