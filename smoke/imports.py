@@ -153,7 +153,7 @@ def scan(sources: dict[str, str], read, own: set[str], roots: list[str]) -> tupl
         member = sources[module]
         try:
             tree = ast.parse(read(member), filename=member)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python (the interpreter refuses it too)
             broken.append(member)
             continue
         is_package = member.endswith("__init__.py")
@@ -196,8 +196,13 @@ def covering(wheel: Wheel, machine: str) -> set[str]:
     return names
 
 
+def distribution(top: str) -> str:
+    """The distribution an import name is provided by, as a Requires-Dist would name it (canonical)."""
+    return canonicalize_name(IMPORT_NAMES.get(top, top))
+
+
 def covered(top: str, declared: set[str]) -> bool:
-    return canonicalize_name(top) in declared or canonicalize_name(IMPORT_NAMES.get(top, top)) in declared
+    return canonicalize_name(top) in declared or distribution(top) in declared
 
 
 def check_imports_declared(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
@@ -216,11 +221,15 @@ def check_imports_declared(wheel: Wheel, row: Row, libraries: Libraries) -> Chec
 
         third, reached, broken = scan(sources, read, own, roots)
     declared = covering(wheel, row.machine)
-    missing = sorted((f for f in third.values() if not covered(f.top, declared)), key=lambda f: f.top)
+    missing: dict[str, Found] = {}  # one per distribution that would cover it: torchgen is torch's
+    for found in sorted((f for f in third.values() if not covered(f.top, declared)), key=lambda f: f.top):
+        missing.setdefault(distribution(found.top), found)
+    missing = list(missing.values())
     measured = {"public": roots, "modules_reached": len(reached), "third_party": sorted(third),
-                "undeclared": {f.top: f"{f.module} line {f.line}" for f in missing}, "unparsed": broken}
+                "undeclared": {f.top: f"{f.module} line {f.line}" for f in third.values() if not covered(f.top, declared)},
+                "unparsed": broken}
     if missing:
-        said = "; ".join(f"{f.top} (imported by {sources[f.module]} line {f.line}, reached by import {' -> '.join(chain(reached, f.module))})"
+        said = "; ".join(f"{f.top}{'' if distribution(f.top) == canonicalize_name(f.top) else f' (of {distribution(f.top)})'} (imported by {sources[f.module]} line {f.line}, reached by import {' -> '.join(chain(reached, f.module))})"
                          for f in missing[:3])
         more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
         return failed(name, f"{len(missing)} third-party module{'s' if len(missing) > 1 else ''} imported when the package is "
