@@ -24,11 +24,12 @@ SYSTEMS = ("linux", "macos", "windows")
 
 def common(system: str = "linux") -> tuple[Check, ...]:
     """Every row's checks, for a wheel of that system (``Row.system``): the file checks read its ELF, Mach-O or PE files."""
-    files = {"linux": (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS),
+    # imports declared evaluates Requires-Dist markers for a Linux machine (smoke.wheel.marker_environment)
+    files = {"linux": (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *imports.CHECKS),
              "macos": (*macos.CHECKS, shipped.RECORD),
              "windows": (*windows.CHECKS, shipped.RECORD)}[system]
     environment = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS) if system == "linux" else installed.CHECKS
-    return (*tagged.CHECKS, *foreign.CHECKS, *files, *duplicates.CHECKS, *imports.CHECKS, *environment, *CHILD_CHECKS, *loads.CHECKS)
+    return (*tagged.CHECKS, *foreign.CHECKS, *files, *duplicates.CHECKS, *environment, *CHILD_CHECKS, *loads.CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:
