@@ -33,6 +33,7 @@ from smoke.rows import HOST_SYSTEMS, Row, check_host, check_machine
 REPO = Path(__file__).resolve().parent.parent
 OWN = REPO / ".gate"  # the only place in the checkout where the gate's folders may be
 RUNNERS = {"macos": "macos-14", "windows": "windows-latest"}  # .github/workflows/release-gate.yml
+SYSTEM_WORDS = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}
 
 
 def gate(row: Row, options: opts.Options) -> int:
@@ -132,7 +133,8 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
         for check in (*pipeline.for_row(row, stages.ENVIRONMENT), *pipeline.for_row(row, stages.CHILD)):
             if check is not stages.CHILD_PROCESS:
                 for result_name in check.names():
-                    emit(run, skipped(result_name, f"not run: {elsewhere}"))
+                    emit(run, skipped(result_name, f"not run: the {row.name} row installs and runs the wheel on "
+                                                   f"{SYSTEM_WORDS[row.system]} only (this host: {platform.system()} {platform.machine()})"))
         return finish(run, options, None, start)
     run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
@@ -207,7 +209,7 @@ def away(row: Row) -> str | None:
     host = HOST_SYSTEMS.get(platform.system(), platform.system().lower())
     if host == row.system:
         return None
-    words = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}
+    words = SYSTEM_WORDS
     return (f"the {row.name} row installs and runs the wheel on {words[row.system]} only, and this host is "
             f"{words.get(host, platform.system())} {platform.machine()}: its file checks judged the wheel here; run the row "
             f"on {words[row.system]} (the workflow's {RUNNERS.get(row.system, 'runner')}) for the rest")
