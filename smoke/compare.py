@@ -132,10 +132,11 @@ def row_arguments(args) -> list[str]:
 
 def run_row(row: Row, which: str, wheel: wheels.Wheel, env_dir: Path, work: Path, passed: list[str]) -> dict[str, Any]:
     """``python -m smoke ROW WHEEL`` in its own environment; its JSON report, read whole. Its output goes to a log
-    in ``work``; a run that could not judge (exit 2 or a signal) is this command's error, naming the log."""
+    in ``work``, its artifacts in a work folder there; a run that could not judge (exit 2 or a signal) is this command's
+    error, naming the log."""
     reports, log = work / f"{which}-reports", work / f"{which}.log"
     cmd = [sys.executable, "-m", "smoke", row.name, str(wheel.path), "--env-dir", str(env_dir / f"{which}-{row.name}"),
-           "--reuse-env", "--report-dir", str(reports), *passed]
+           "--reuse-env", "--report-dir", str(reports), "--workdir", str(work / f"{which}-work"), *passed]
     say(f"running {row.name} on {which.upper()} {wheel.filename} (log: {log})")
     start = time.monotonic()
     with open(log, "wb") as out:
@@ -426,12 +427,12 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
             old_results, new_results = _checks(old_run), _checks(new_run)
             checks = side_by_side(old_results, new_results)
             runtime = runtime_drift(old_run, new_run)
-            keep = False
+            keep = bool(regressions(checks, runtime))
         finally:
-            if keep:
-                say(f"the rows' logs are kept in {work}")
+            if keep:  # an error, an interrupt or a regression: what the rows wrote is there to look at
+                say(f"the rows' logs, reports and artifacts are kept in {work}")
             else:
-                shutil.rmtree(work, ignore_errors=True)  # a folder this run made, holding only its logs and reports
+                shutil.rmtree(work, ignore_errors=True)  # a folder this run made: the rows' logs, reports and work folders
     static["device_code"] = device_code_drift(old_results, new_results)
     data = {"schema": SCHEMA, "mode": "compare", "row": row.name, "static_only": static_only,
             "old": _wheel_json(old), "new": _wheel_json(new), "checks": checks, "static": static, "runtime": runtime}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -249,6 +250,9 @@ def test_a_row_that_could_not_judge_is_an_error_naming_it_and_its_log(declared_x
     assert line.startswith("ERROR the cpu_x86_64 row could not judge OLD 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' "
                            "(exit 2): ") and "(its log: " in line and "\n" not in line, line
     assert "no-python" in line
+    kept = Path(line.rsplit("(its log: ", 1)[1].rstrip(")")).parent
+    assert kept.name.startswith("gate-compare-cpu_x86_64-")
+    shutil.rmtree(kept)  # the logs the error named, kept for the user; not for a test run
 
 
 # --- the runtime comparison, on reports shaped as a row writes them ---------------------------------
@@ -396,6 +400,7 @@ def test_the_same_wheel_twice_run_whole_gives_identical_outputs_and_exit_0(decla
     assert all(e["old"] == e["new"] for e in runtime["sizes"]), runtime["sizes"]
     assert data["regressions"] == [] and all(c["old"] == c["new"] for c in data["checks"])
     assert "outputs run with data file (weighted): NEW vs OLD max abs diff 0 (within rtol 0.0001, atol 1e-05)" in proc.stdout
+    assert "kept in" not in proc.stdout  # no regression: the rows' folders, made by this run, are removed
 
 
 def test_a_compare_error_is_a_gate_error():
@@ -426,6 +431,11 @@ def test_1_4_1_to_1_5_1_run_whole_same_outputs_and_sizes_and_the_regression_name
     assert "check extension modules import: FAIL -> PASS: all 8 import" in out
     assert any(r.startswith("check regressed: libraries resolve: PASS on OLD, FAIL on NEW") for r in data["regressions"])
     assert not any(r.startswith("outputs drift") for r in data["regressions"])
+    # A regression keeps what the rows wrote, in one folder this run made: each row's log, report and artifacts.
+    kept = Path(out.split("the rows' logs, reports and artifacts are kept in ", 1)[1].splitlines()[0])
+    assert {p.name for p in kept.iterdir()} == {"old.log", "new.log", "old-reports", "new-reports", "old-work", "new-work"}
+    assert (kept / "new-work" / "weighted" / "model.pte").stat().st_size == 1744
+    shutil.rmtree(kept)
 
 
 def test_a_report_the_gate_did_not_write_is_left_alone_before_any_work(declared_x86_64, tmp_path):
@@ -468,9 +478,10 @@ def test_sigterm_during_a_row_run_ends_the_row_and_what_it_started(declared_x86_
     time.sleep(1)
     assert not [c for c in _command_lines() if str(envs) in c or str(declared_x86_64) in c]
     # The row was told (SIGTERM, not SIGKILL): it ended its own run as an interrupted run does, and said so in its log.
-    kept = Path(out.split("the rows' logs are kept in ", 1)[1].splitlines()[0])
+    kept = Path(out.split("the rows' logs, reports and artifacts are kept in ", 1)[1].splitlines()[0])
     row_log = (kept / "old.log").read_text()
     assert "INTERRUPTED by SIGTERM" in row_log, row_log[-2000:]
+    shutil.rmtree(kept)
 
 
 def _command_lines() -> list[str]:
