@@ -50,9 +50,11 @@ def vector(table: Table, field: int) -> list[Table]:
     offset = table.Offset(slot(field))
     if not offset:
         return []
-    start = table.Vector(offset)
+    start, length = table.Vector(offset), table.VectorLen(offset)
+    if start + 4 * length > len(table.Bytes):  # a damaged length: refused, not walked over garbage offsets
+        raise ArtifactError(f"a vector of {length} entries at byte {start} runs past the end ({len(table.Bytes)} B)")
     items = []
-    for i in range(table.VectorLen(offset)):
+    for i in range(length):
         items.append(Table(table.Bytes, table.Indirect(start + 4 * i)))
     return items
 
