@@ -383,3 +383,13 @@ def test_any_module_text_is_scanned_or_listed_as_not_python_many(text):
     if not (RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl").exists():
         pytest.skip("1.5.1 is not cached")
     _scan_bounded(text)
+
+
+def test_a_module_that_is_not_python_is_said_in_the_pass(declared_x86_64, tmp_path):
+    # executorch/exir/tracer.py is reached from executorch.exir; its bytes replaced by what no Python parses.
+    path = rewrite_wheel(declared_x86_64, tmp_path, add={"executorch/exir/tracer.py": b"def (:\n"},
+                         keep=lambda name: name.endswith(".py") or ".dist-info/" in name)
+    result = imports.check_imports_declared(read_wheel(path), ROW, None)
+    assert result.status is Status.PASS and result.measured["unparsed"] == ["executorch/exir/tracer.py"]
+    assert result.reason.endswith("; 1 reached modules not scanned (not Python to this interpreter, or over 4194304 B): "
+                                  "executorch/exir/tracer.py")
