@@ -223,7 +223,7 @@ def together(every: list[tuple[str, str]], workdir: Path, left_out: frozenset[st
     # bring it about, the one every such load maps (a library another loads as its need is named, not the other).
     again = []
     if (hit := incident(load_in_fork([culprit], workdir / "pair.log"))) is not None and hit[0] == 0:
-        return {**verdict, "incident": {"library": libraries[index][0], "after": None, "also": [], "seen": hit[1]},
+        return {**verdict, "incident": {"library": libraries[index][0], "after": None, "also": [], "alone": True, "seen": hit[1]},
                 "seconds": round(time.monotonic() - start, 3)}
     for other, (path, where) in enumerate(libraries):
         if other != index:
@@ -339,8 +339,13 @@ def judge(verdict: dict) -> list[CheckResult]:
     elif both["incident"] is not None:
         found = both["incident"]
         also = f" (loading {', '.join(found['also'])} before it does the same)" if found.get("also") else ""
-        first = (f"{found['library']} registers again what {found['after']} registered{also}"
-                 if found["after"] else f"{found['library']} registers something twice when loaded alone into a process beside nothing else of the wheel's")
+        if found["after"]:
+            first = f"{found['library']} registers again what {found['after']} registered{also}"
+        elif found.get("alone"):
+            first = f"{found['library']} registers something twice when loaded alone into a process beside nothing else of the wheel's"
+        else:
+            first = (f"{found['library']} registers again what the libraries loaded before it registered (no one of them "
+                     f"loaded alone before it does)")
         results.append(failed(REGISTERED_ONCE.name, f"loading the {n - len(both.get('left_out') or [])} libraries into one process (after import torch, in path "
                                                     f"order): {first}: {found['seen']}", **both))
     else:

@@ -393,3 +393,22 @@ def test_a_module_that_is_not_python_is_said_in_the_pass(declared_x86_64, tmp_pa
     assert result.status is Status.PASS and result.measured["unparsed"] == ["executorch/exir/tracer.py"]
     assert result.reason.endswith("; 1 reached modules not scanned (not Python to this interpreter, or over 4194304 B): "
                                   "executorch/exir/tracer.py")
+
+
+@pytest.mark.parametrize(("incident", "said"), [
+    ({"library": "b.so", "after": "a.so", "also": ["c.so"], "seen": "Re-registering x"},
+     "b.so registers again what a.so registered (loading c.so before it does the same): Re-registering x"),
+    ({"library": "b.so", "after": None, "also": [], "alone": True, "seen": "the process was ended by SIGABRT: boom"},
+     "b.so registers something twice when loaded alone into a process beside nothing else of the wheel's: "
+     "the process was ended by SIGABRT: boom"),
+    ({"library": "b.so", "after": None, "also": [], "seen": "Re-registering x"},
+     "b.so registers again what the libraries loaded before it registered (no one of them loaded alone before it does): "
+     "Re-registering x"),
+])
+def test_registered_once_names_who_registered_first_as_far_as_it_was_found(incident, said):
+    ok = {"error": None}
+    verdict = {"libraries": ["a.so", "b.so", "c.so"], "before": dict.fromkeys(["a.so", "b.so", "c.so"], ok),
+               "after": dict.fromkeys(["a.so", "b.so", "c.so"], ok), "torch_error": None, "seconds": 1.0,
+               "together": {"loaded": 3, "errors": {}, "left_out": [], "incident": incident, "seconds": 0.1}}
+    once = loads.judge(verdict)[2]
+    assert once.line() == f"FAIL registered once: loading the 3 libraries into one process (after import torch, in path order): {said}"
