@@ -412,3 +412,33 @@ def test_registered_once_names_who_registered_first_as_far_as_it_was_found(incid
                "together": {"loaded": 3, "errors": {}, "left_out": [], "incident": incident, "seconds": 0.1}}
     once = loads.judge(verdict)[2]
     assert once.line() == f"FAIL registered once: loading the 3 libraries into one process (after import torch, in path order): {said}"
+
+
+_THREADPOOL_BYTES: list[bytes] = []
+
+
+def _threadpool() -> bytes:
+    if not _THREADPOOL_BYTES:
+        with zipfile.ZipFile(RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl") as archive:
+            _THREADPOOL_BYTES.append(archive.read(THREADPOOL))
+    return _THREADPOOL_BYTES[0]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), min_size=1, max_size=24))
+def test_a_mutated_library_gives_a_soname_or_none_never_an_exception(changes):
+    # The ELF header, program and section headers and .dynamic lie in the first 8 KiB of the real library.
+    if not (RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl").exists():
+        pytest.skip("1.5.1 is not cached")
+    data = bytearray(_threadpool())
+    for at, value in changes:
+        data[at] = value
+    tracemalloc.start()
+    start = time.monotonic()
+    try:
+        found = duplicates.soname(bytes(data))
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert found is None or isinstance(found, str)
+    assert peak < 64 * 1024 * 1024 and time.monotonic() - start < 5
