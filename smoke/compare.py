@@ -375,6 +375,10 @@ def check_targets(folder: Path, row: str) -> None:
 
 def write_reports(data: dict[str, Any], folder: Path) -> list[Path]:
     """DIR/compare-ROW.json and .md, each whole or not at all: written beside its place and renamed onto it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompareError(f"report folder {str(folder)!r} cannot be made ({exc.strerror or exc}): pass another --report-dir") from None
     check_targets(folder, data["row"])
     json_path, md_path = report_paths(folder, data["row"])
     for path, text in ((json_path, json.dumps(data, indent=2) + "\n"), (md_path, markdown(data))):
