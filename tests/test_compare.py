@@ -494,3 +494,15 @@ def _command_lines() -> list[str]:
             except OSError:
                 pass
     return lines
+
+
+def test_a_run_check_records_its_outputs_for_compare():
+    """What compare sets side by side: smoke.models.compare keeps each output's values (flattened, the first 256)."""
+    torch = pytest.importorskip("torch")
+    from smoke.models import OUTPUT_VALUES, compare as judge
+
+    out = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 3
+    result = judge("weighted", [out], out.clone())
+    assert result.measured["outputs"] == [out.flatten().tolist()] and result.measured["max_abs_diff"] == 0.0
+    big = torch.ones(1000)
+    assert len(judge("weighted", [big], big).measured["outputs"][0]) == OUTPUT_VALUES == 256
