@@ -102,7 +102,8 @@ def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
     return {
         "wheel": wheel.filename,
         "wheel_sha256": wheel.sha256,
-        "interpreter": interpreter.path,
+        # The interpreter by what it is, not how it was named: .venv/bin/python and .venv/bin/python3 build the same.
+        "interpreter": os.path.realpath(interpreter.path),
         "constraints_sha256": hashlib.sha256(options.constraints.read_bytes()).hexdigest(),
         **fields,
     }

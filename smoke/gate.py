@@ -79,9 +79,11 @@ def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
     report.check_step_summary()
     folders = [("--env-dir", env_dir), ("--workdir", options.workdir), ("--report-dir", options.report_dir)]
     folders = [(option, path) for option, path in folders if path is not None]
-    for option, path in folders[:2]:
-        report.check_length(path, option, f"pass a shorter {option}")
-        owned.check_place(path, option)
+    emptied = ("--env-dir", "--workdir")  # the folders the gate empties; the report folder only gets its two files
+    for option, path in folders:
+        if option in emptied:
+            report.check_length(path, option, f"pass a shorter {option}")
+            owned.check_place(path, option)
     folders = [(option, Path(os.path.realpath(path))) for option, path in folders]  # a link is where it leads
     for (first, a), (second, b) in itertools.combinations(folders, 2):
         if _inside(a, b) or _inside(b, a):
@@ -90,14 +92,16 @@ def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
                             f"folders, and the report folder is searched for reports; pass folders apart from one another")
     inputs = [("the wheel", options.wheel), ("--constraints", options.constraints), ("--wheelhouse", options.wheelhouse),
               ("--torch-from", options.torch_from), ("the gate's checkout", REPO)]
-    for option, path in folders[:2]:
+    for option, path in folders:
+        if option not in emptied:
+            continue
+        if path == OWN:
+            raise GateError(f"{option} {str(path)!r} is the gate's own folder of environments and downloads: pass a folder "
+                            f"of its own, or leave {option} out")
         for name, given in inputs:
             if given is not None and any(_inside(place, path) for place in _places(Path(given))):
                 raise GateError(f"{option} {str(path)!r} holds {name} {str(given)!r}, which the gate would empty away: "
                                 f"pass a folder of its own to {option}")
-        if _inside(path, REPO) and not _inside(path, OWN) or path == OWN:
-            raise GateError(f"{option} {str(path)!r} is inside the gate's checkout {str(REPO)!r}: pass a folder outside it, "
-                            f"or leave {option} out (the default is under {str(OWN)!r})")
 
 
 def _said_kept(folder: owned.Owned) -> None:

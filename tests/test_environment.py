@@ -144,3 +144,16 @@ def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_an
     assert said[0] == (f"environment {env_dir} holds an unfinished build (an earlier run was stopped or failed while "
                        f"building): building it afresh")
     assert (env_dir / environment.STAMP).is_file()
+
+
+def test_one_interpreter_named_two_ways_is_one_stamp(wheel_x86_64, tmp_path):
+    """`python` and `python3` of one environment are one interpreter: --reuse-env must not rebuild for the name."""
+    import dataclasses
+
+    (tmp_path / "c.txt").write_text("torch==2.13.0\n")
+    options = environment.EnvOptions(env_dir=tmp_path / "env", constraints=tmp_path / "c.txt", **opts.for_environment(opts.Options()))
+    wheel, interpreter = read_wheel(wheel_x86_64), probe_interpreter(None)
+    alias = tmp_path / "python-alias"
+    alias.symlink_to(interpreter.path)
+    renamed = dataclasses.replace(interpreter, path=str(alias))
+    assert environment._stamp(wheel, renamed, options) == environment._stamp(wheel, interpreter, options)

@@ -117,8 +117,8 @@ def _env_dir_in_report_dir(tmp):
     return ["--report-dir", tmp, "--env-dir", tmp / "env"], "is inside --report-dir"
 
 
-def _env_dir_in_the_checkout(tmp):
-    return ["--env-dir", REPO / "tests" / f"env-{uuid.uuid4().hex}"], "is inside the gate's checkout"
+def _env_dir_is_the_gates_own_folder(tmp):
+    return ["--env-dir", REPO / ".gate"], "is the gate's own folder of environments and downloads"
 
 
 def _workdir_holds_the_checkout(tmp):
@@ -143,7 +143,7 @@ BAD_OUTPUTS = [_report_is_a_folder, _report_is_a_dangling_link, _report_links_to
                _report_dir_is_a_file, _report_dir_is_a_dangling_link, _report_dir_name_too_long, _report_dir_path_too_long,
                _env_dir_name_too_long, _workdir_path_too_long, _env_dir_in_workdir, _env_dir_is_workdir,
                _workdir_in_env_dir, _workdir_is_a_link_to_the_env_dir, _report_dir_in_workdir, _env_dir_in_report_dir,
-               _env_dir_in_the_checkout, _workdir_holds_the_checkout, _env_dir_holds_the_wheel, _step_summary_is_a_folder,
+               _env_dir_is_the_gates_own_folder, _workdir_holds_the_checkout, _env_dir_holds_the_wheel, _step_summary_is_a_folder,
                _step_summary_is_a_fifo]
 
 
