@@ -346,3 +346,14 @@ def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only():
 @pytest.mark.slow
 def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only_thousands():
     _property(3000)
+
+
+def test_a_truncated_mach_o_or_pe_file_fails_architecture_naming_it(macos_declared, windows_1_0_0, tmp_path):
+    cut = rewrite_wheel(macos_declared, tmp_path / "macos", add={C_EXT: member(macos_declared, C_EXT)[:200]})
+    proc = smoke("inspect", cut)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert line(proc, "FAIL architecture: ").startswith(f"FAIL architecture: {C_EXT}: not a Mach-O file dyld would load: ")
+    cut = rewrite_wheel(windows_1_0_0, tmp_path / "windows", add={PORTABLE: member(windows_1_0_0, PORTABLE)[:1024]})
+    proc = smoke("inspect", cut)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert line(proc, "FAIL architecture: ").startswith(f"FAIL architecture: {PORTABLE}: not a PE file the Windows loader would load: ")
