@@ -238,7 +238,7 @@ def _apply(data: bytes, mutation) -> bytes:
     changes, cut = mutation
     out = bytearray(data)
     for offset, width, number in changes:
-        out[offset:offset + width] = number.to_bytes(width, "little")
+        out[offset:offset + width] = (number % 2 ** (8 * width)).to_bytes(width, "little")
     return bytes(out[:cut] if cut is not None else out)
 
 
