@@ -9,7 +9,11 @@ same folder is refused at once, and the lock dies with its holder (a crash leave
 
 from __future__ import annotations
 
-import fcntl
+try:
+    import fcntl
+except ImportError:  # Windows: msvcrt's byte-range lock instead (the Windows row runs its file checks there)
+    fcntl = None
+    import msvcrt
 import os
 import shutil
 import tempfile
@@ -81,6 +85,18 @@ def check_place(path: Path, option: str) -> None:
                             f"{fix}") from None
 
 
+def _lock(handle: IO[str]) -> None:
+    """An exclusive lock on the mark, not waiting: BlockingIOError when another run holds it."""
+    if fcntl is not None:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    handle.seek(0)
+    try:
+        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+    except OSError as exc:
+        raise BlockingIOError(str(exc)) from exc
+
+
 def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = ()) -> Owned:
     """Take ``path`` for this run: make it (marked) if new or empty, accept it if marked, else refuse.
 
@@ -108,7 +124,7 @@ def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = (
         raise FolderRefused(f"{what} {str(path)!r} cannot be made or written ({exc.strerror or exc}): "
                             f"pass a writable folder to {option}") from exc
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _lock(handle)
     except BlockingIOError:
         handle.seek(0)
         holder = handle.read().strip() or "another process"

@@ -47,8 +47,8 @@ ROWS: dict[str, Row] = {
         Row("cpu_macos_arm64", "arm64", Xnnpack(), True,
             "CPU wheel, macOS arm64: Mach-O file checks on any host; on macOS, the environment and XNNPACK's export, load and run with model.ptd",
             system="macos"),
-        Row("cpu_windows_x86_64", "amd64", Xnnpack(), True,
-            "CPU wheel, Windows x86_64: PE file checks on any host; on Windows, the environment and XNNPACK's export, load and run with model.ptd",
+        Row("cpu_windows_x86_64", "amd64", Xnnpack(), False,
+            "CPU wheel, Windows x86_64: PE file checks on any host; the installed half (environment, export, load, run) is not built yet and skips, saying so",
             system="windows"),
     )
 }

@@ -197,6 +197,16 @@ def test_the_macos_row_on_a_linux_host_runs_its_file_checks_and_says_why_the_res
     assert not (tmp_path / "env").exists()
 
 
+def test_the_windows_row_runs_its_file_checks_and_skips_its_installed_half_saying_it_is_not_built(windows_1_0_0, tmp_path):
+    """No Windows host runs the installed half yet: the row says so and records each skip, on any host."""
+    proc = smoke("cpu_windows_x86_64", windows_1_0_0, "--env-dir", tmp_path / "env")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert line(proc, "the cpu_windows_x86_64 row's installed half (environment, export, load and run on Windows) is not built yet")
+    skips = lines(proc, "SKIP ")
+    assert len(skips) >= 15 and all("not run: the Windows row's installed half is not built yet" in s for s in skips), skips
+    assert not (tmp_path / "env").exists()
+
+
 def test_a_linux_row_given_a_macos_wheel_names_the_macos_row(macos_1_5_1, tmp_path):
     proc = smoke("cpu_x86_64", macos_1_5_1, "--env-dir", tmp_path / "env")
     assert proc.returncode == 2
@@ -345,7 +355,7 @@ def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only():
 
 @pytest.mark.slow
 def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only_thousands():
-    _property(3000)
+    _property(1000)  # 3000 took 563 s here; a thousand keeps CI inside its time
 
 
 def test_a_truncated_mach_o_or_pe_file_fails_architecture_naming_it(macos_declared, windows_1_0_0, tmp_path):
