@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from smoke.backends import CUDA_ARCHS, Backend, Cuda, Xnnpack
 from smoke.errors import WrongPlatform
-from smoke.wheel import is_linux, normal_machine, platform_machine
 
 if TYPE_CHECKING:
     from smoke.wheel import Interpreter, Wheel
@@ -69,12 +68,20 @@ RELEASE_ROWS: dict[str, tuple[str, ...]] = {
 # --- which row fits: a wheel or an interpreter of another machine is refused, naming the row that fits
 
 
+def _wheel():
+    """smoke.wheel, imported when a function here needs it: the child imports this module inside the
+    wheel's environment, which has no packaging (tests/test_child_process.py)."""
+    from smoke import wheel
+
+    return wheel
+
+
 def fits(platform: str, row: Row) -> bool:
     """A wheel of this platform tag is for the row's system and machine ("any" fits every Linux row)."""
     if platform == "any":
         return row.system == "linux"
     if row.system == "linux":
-        return is_linux(platform) and platform_machine(platform) == row.machine
+        return _wheel().is_linux(platform) and _wheel().platform_machine(platform) == row.machine
     if row.system == "macos":
         arch = platform.rsplit("_", 1)[-1] if platform.startswith("macosx_") else None
         return arch == row.machine or (arch == "universal2" and row.machine in ("arm64", "x86_64"))
@@ -101,7 +108,7 @@ def check_machine(wheel: Wheel, row: Row) -> None:
 
 def _built_for(wheel: Wheel) -> str:
     """Its Linux machines (x86_64), or its platform tags where any is not Linux (macosx_14_0_arm64)."""
-    if all(is_linux(t.platform) for t in wheel.tags):
+    if all(_wheel().is_linux(t.platform) for t in wheel.tags):
         return ", ".join(sorted(wheel.machines))
     return ", ".join(sorted({t.platform for t in wheel.tags}))
 
@@ -123,9 +130,9 @@ no_linux_row = no_row  # the name inspect used before the macOS and Windows rows
 
 def check_host(interpreter: Interpreter, row: Row) -> None:
     """Refuse, before anything is built, an interpreter of another machine than the row's."""
-    if not interpreter.machine or interpreter.machine == normal_machine(row.machine):
+    if not interpreter.machine or interpreter.machine == _wheel().normal_machine(row.machine):
         return
-    fitting = [r.name for r in ROWS.values() if normal_machine(r.machine) == interpreter.machine and r.system == row.system
+    fitting = [r.name for r in ROWS.values() if _wheel().normal_machine(r.machine) == interpreter.machine and r.system == row.system
                and r.backend.name == row.backend.name]
     session = f"nox -s {fitting[0]}" if fitting else "another row"
     raise WrongPlatform(
