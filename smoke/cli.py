@@ -65,6 +65,12 @@ def _at_the_edge(work: Callable[[], int]) -> int:
     except GateError as exc:
         print(f"ERROR {exc}", file=sys.stderr, flush=True)
         return EXIT_CANNOT_RUN
+    except ModuleNotFoundError as exc:  # one of the gate's own tools is not installed where it runs
+        if not exc.name or exc.name.split(".")[0] == "smoke":
+            raise
+        print(f"ERROR the gate's own tool {exc.name.split('.')[0]!r} is not installed in {sys.executable}: "
+              f"install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)", file=sys.stderr, flush=True)
+        return EXIT_CANNOT_RUN
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         print(f"INTERRUPTED by {signal.Signals(signum).name}: the run was stopped, every process it started "
@@ -78,9 +84,10 @@ def _at_the_edge(work: Callable[[], int]) -> int:
 def inspect_main(argv: list[str]) -> int:
     # A command's modules are imported when it runs, not at the top: the noxfile imports this module
     # for every session (`nox -l` too), in nox's own interpreter, which `nox -s tests` asks only nox of.
-    from smoke import inspect
 
     def work() -> int:
+        from smoke import inspect  # inside the edge: a tool of the gate's own missing is one ERROR line
+
         args = inspect_parser().parse_args(argv)
         return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "report_dir")), args.row)
 
@@ -96,9 +103,9 @@ def summary_parser() -> argparse.ArgumentParser:
 
 
 def summary_main(argv: list[str]) -> int:
-    from smoke import summary
-
     def work() -> int:
+        from smoke import summary  # inside the edge: a tool of the gate's own missing is one ERROR line
+
         args = summary_parser().parse_args(argv)
         return summary.summary(args.reports, args.release, args.output)
 
@@ -123,9 +130,9 @@ def compare_parser() -> argparse.ArgumentParser:
 
 
 def compare_main(argv: list[str]) -> int:
-    from smoke import compare
-
     def work() -> int:
+        from smoke import compare  # inside the edge: a tool of the gate's own missing is one ERROR line
+
         args = compare_parser().parse_args(argv)
         return compare.compare(args.old, args.new, args.row, args.static_only, args.report_dir, args.env_dir,
                                compare.row_arguments(args))
@@ -134,8 +141,6 @@ def compare_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str], row: str | None = None) -> int:
-    from smoke import gate  # imported when a command runs (see inspect_main)
-
     if row is None and argv[:1] == ["inspect"]:
         return inspect_main(argv[1:])
     if row is None and argv[:1] == ["summary"]:
@@ -148,6 +153,8 @@ def main(argv: list[str], row: str | None = None) -> int:
         return benchmark.main(argv[1:])
 
     def work() -> int:
+        from smoke import gate  # imported when a command runs, inside the edge (see inspect_main)
+
         args = parser(row).parse_args(argv)
         name = row or args.row
         if name not in ROWS:

@@ -128,3 +128,14 @@ def test_the_childs_arguments_come_from_the_same_table():
     parsed = options.child_parser(__import__("argparse").ArgumentParser()).parse_args(words)
     assert (parsed.fail_fast, parsed.overlap, parsed.parallel_exports) == (True, False, "yes")
     assert options.child_arguments(options.Options()) == []  # the defaults pass nothing
+
+
+def test_a_tool_of_the_gates_own_missing_is_one_error_naming_it_and_the_fix(wheel_x86_64, tmp_path):
+    """The first H200 call of 2026-12-04 stopped at a ModuleNotFoundError traceback (macholib not installed there)."""
+    code = ("import sys; sys.modules['macholib'] = None; from smoke import cli; "
+            f"raise SystemExit(cli.main([{str(wheel_x86_64)!r}, '--env-dir', {str(tmp_path / 'env')!r}], row='cpu_x86_64'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("ERROR the gate's own tool 'macholib' is not installed in ")
+    assert proc.stderr.rstrip().endswith("install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)")
