@@ -62,7 +62,7 @@ for _name in ROWS:
 
 @nox.session(venv_backend="none")
 def inspect(session: nox.Session) -> None:
-    """Check a wheel file with nothing installed: platform tag, architecture, needed libraries, RUNPATH, runtime core, CUDA parts, RECORD (-- WHEEL [--row ROW])."""
+    """Check a wheel file with nothing installed, on the rows it is built for: tags, platform, architecture, libraries, RUNPATH, runtime core, foreign files, duplicates, imports, CUDA parts, RECORD (-- WHEEL [--row ROW])."""
     _verdict(session, "inspect", cli.inspect_main(list(session.posargs)))
 
 

@@ -191,19 +191,25 @@ def alone(path: str, log: Path) -> dict:
     return {"error": error, "seconds": round(time.monotonic() - start, 3), "mapped": ran["mapped"] if error is None else []}
 
 
+EXTENSION_MODULE = re.compile(r"\.(cpython-[^/]*|abi3)\.so$")
+
+
 def through_loaders(outcomes: dict[str, dict], libraries: list[tuple[str, str]]) -> dict[str, dict]:
-    """A library that does not load alone but that another shipped library loads, as its need, with every
-    symbol bound, is loaded the way it is ever loaded: its undefined symbols are bound in its loader's scope
-    (the CUDA shims of 1.2.0 take the runtime's logging from _portable_lib, which needs them). Such a library
-    passes, its loader named (``via``) and its error alone kept (``alone``); the rest are as they were."""
+    """A library that does not load alone but that a shipped extension module loads, as its need, with every
+    symbol bound, is loaded the way it is ever loaded: its undefined symbols are bound in the module's scope
+    (the CUDA shims of 1.2.0 take the runtime's logging from _portable_lib, which needs them; before 1.5 the
+    runtime lives in that extension module, which no library can name as its need). Such a library passes,
+    its loader named (``via``) and its error alone kept (``alone``). One that only a plain library loads is
+    not excused: it could name what it takes symbols from in its own DT_NEEDED, and must (underlinking,
+    executorch#7086)."""
     where = dict(libraries)
     judged = dict(outcomes)
     for path, outcome in outcomes.items():
         if outcome["error"] is None:
             continue
         real = os.path.realpath(where[path])
-        loaders = [other for other, seen in outcomes.items()
-                   if other != path and seen["error"] is None and real in seen.get("mapped", ())]
+        loaders = [other for other, seen in outcomes.items() if other != path and seen["error"] is None
+                   and EXTENSION_MODULE.search(other) and real in seen.get("mapped", ())]
         if loaders:
             judged[path] = {**outcome, "error": None, "via": loaders[0], "alone": outcome["error"]}
     return judged
@@ -317,8 +323,8 @@ def _listed(problems: list[str], more_than: int = 3) -> str:
 def _via(outcomes: dict) -> str:
     """What loaded only as another shipped library's need, said after a PASS."""
     through = [f"{path} as a need of {seen['via']}" for path, seen in sorted(outcomes.items()) if seen.get("via")]
-    return (f"; {len(through)} not alone but as the need of the library that loads them, its symbols bound in that "
-            f"library's scope: " + _listed(through)) if through else ""
+    return (f"; {len(through)} not alone but as the need of the extension module that loads them, their symbols bound "
+            f"in its scope: " + _listed(through)) if through else ""
 
 
 def judge(verdict: dict) -> list[CheckResult]:

@@ -162,29 +162,36 @@ def test_a_library_whose_initializer_aborts_is_named_with_the_signal_and_the_oth
                                   "end nothing (1 left out, which do not load alone or load only as another's need: see libraries load)")
 
 
-def test_a_library_that_loads_only_as_the_need_of_its_loader_passes_naming_the_loader(real_files, tmp_path):
-    """The CUDA shims of a 1.2.0 CUDA build take the runtime's logging from _portable_lib, which needs them: alone
-    they do not load (undefined symbol), as they are ever loaded they do (H200, 2026-12-04). Alone is not how they
-    load, so not a FAIL; with no library that loads them, the same file FAILs (the undefined-symbol test above)."""
+def test_a_library_that_loads_only_as_the_need_of_an_extension_module_passes_naming_it(real_files, tmp_path):
+    """The CUDA shims of a 1.2.0 CUDA build take the runtime's logging from _portable_lib, an extension module
+    that needs them: alone they do not load (undefined symbol), as they are ever loaded they do (H200,
+    2026-12-04), and no library can name an extension module as its need. Not a FAIL. The same file loaded
+    by a plain library is underlinking (it could name its provider), and with no loader at all it FAILs."""
     (tmp_path / "needsym.c").write_text("extern int provided(void);\nint use(void) { return provided(); }\n")
     (tmp_path / "loader.c").write_text("int provided(void) { return 1; }\nextern int use(void);\nint go(void) { return use(); }\n")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libneedsym.so"), str(tmp_path / "needsym.c")], check=True)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libloader.so"), str(tmp_path / "loader.c"),
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "loader.so"), str(tmp_path / "loader.c"),
                     f"-L{tmp_path}", "-lneedsym", "-Wl,-rpath,$ORIGIN"], check=True)
-    real_files["executorch/lib/libneedsym.so"] = (tmp_path / "libneedsym.so").read_bytes()
-    alone = dict(real_files)
-    real_files["executorch/lib/libloader.so"] = (tmp_path / "libloader.so").read_bytes()
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    needsym, loader = (tmp_path / "libneedsym.so").read_bytes(), (tmp_path / "loader.so").read_bytes()
+    module = "executorch/lib/loader.cpython-311-x86_64-linux-gnu.so"
+    as_module = {**real_files, "executorch/lib/libneedsym.so": needsym, module: loader}
+    results = _loads(_install(tmp_path / "venv", as_module), tmp_path / "loads.json")
     for name in ("libraries load", "libraries load before torch"):
         assert results[name].status is Status.PASS, results[name].line()
-        assert results[name].reason.endswith("; 1 not alone but as the need of the library that loads them, its symbols bound "
-                                             "in that library's scope: executorch/lib/libneedsym.so as a need of "
-                                             "executorch/lib/libloader.so"), results[name].reason
+        assert results[name].reason.endswith("; 1 not alone but as the need of the extension module that loads them, their "
+                                             f"symbols bound in its scope: executorch/lib/libneedsym.so as a need of {module}"), \
+            results[name].reason
     assert results["registered once"].status is Status.PASS
+    # Loaded by a plain library: underlinking, a FAIL naming it.
+    as_library = {**real_files, "executorch/lib/libneedsym.so": needsym, "executorch/lib/libloader.so": loader}
+    results = _loads(_install(tmp_path / "venv-library", as_library), tmp_path / "loads-library.json")
+    assert results["libraries load"].status is Status.FAIL
+    assert "executorch/lib/libneedsym.so: " in results["libraries load"].reason
+    assert "undefined symbol: provided" in results["libraries load"].reason
     # Nothing ships that loads it: alone is the only way, and it does not load.
+    alone = {**real_files, "executorch/lib/libneedsym.so": needsym}
     results = _loads(_install(tmp_path / "venv-alone", alone), tmp_path / "loads-alone.json")
     assert results["libraries load"].status is Status.FAIL
-    assert "executorch/lib/libneedsym.so: " in results["libraries load"].reason and "undefined symbol: provided" in results["libraries load"].reason
 
 
 def test_the_verdict_is_judged_as_data():
