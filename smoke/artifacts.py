@@ -347,6 +347,35 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_CANNOT_RUN)
 
 
+def _expand(given: list[Path]) -> tuple[list[Path], list[str]]:
+    """The files to read: a folder the gate kept gives its .pte and .ptd files; a .pte given without a data
+    file of its folder brings the .ptd files beside it, said so. Also the lines that say what was added."""
+    paths: list[Path] = []
+    said: list[str] = []
+    for path in given:
+        if path.is_dir() and not path.is_symlink():
+            found = sorted(p for p in path.iterdir() if p.suffix in (".pte", ".ptd") and p.is_file())
+            if not found:  # the work folder the gate kept: a folder per model
+                found = sorted(p for sub in path.iterdir() if sub.is_dir() and not sub.is_symlink()
+                               for p in sub.iterdir() if p.suffix in (".pte", ".ptd") and p.is_file())
+            if not found:
+                said.append(f"ERROR {str(path)!r} is a folder with no .pte or .ptd file in it: pass the folder the gate "
+                            f"kept (it prints 'artifacts kept in …'), one of its model folders, or the files")
+            paths += found
+        else:
+            paths.append(path)
+    for program in [p for p in paths if p.suffix == ".pte"]:
+        folder = program.parent
+        if any(p.suffix == ".ptd" and p.parent == folder for p in paths):
+            continue
+        beside = sorted(p for p in folder.glob("*.ptd") if p.is_file()) if folder.is_dir() else []
+        if beside:
+            said.append(f"{program}: also reading the data file{'s' if len(beside) > 1 else ''} beside it: "
+                        f"{', '.join(p.name for p in beside)}")
+            paths += beside
+    return list(dict.fromkeys(paths)), said
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print what the gate reads from each path. Exit 2 when a path cannot be read as a .pte or .ptd (one
     ERROR line each), 1 when a program's data files lack a key it expects, 0 otherwise."""
@@ -356,7 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     code = 0
     records, items = [], []
-    for path in args.paths:
+    paths, said = _expand(args.paths)
+    for line in said:
+        print(line, file=sys.stderr if line.startswith("ERROR ") else sys.stdout)
+        if line.startswith("ERROR "):
+            code = EXIT_CANNOT_RUN
+    for path in paths:
         try:
             item = read(path)
         except ArtifactError as exc:

@@ -61,7 +61,8 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(fifo):
 def test_a_directory_and_a_missing_path_are_one_error_each(tmp_path):
     proc = command(tmp_path, tmp_path / "absent.pte")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.splitlines() == [f"ERROR '{tmp_path}' is a directory, not a .pte or .ptd file",
+    assert proc.stderr.splitlines() == [f"ERROR '{tmp_path}' is a folder with no .pte or .ptd file in it: pass the folder "
+                                        f"the gate kept (it prints 'artifacts kept in …'), one of its model folders, or the files",
                                         f"ERROR '{tmp_path / 'absent.pte'}' cannot be read: No such file or directory"]
 
 
@@ -243,3 +244,23 @@ def test_mutated_programs_and_data_files_are_read_or_refused_as_artifact_error(t
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: f"{p.parent.parent.name}-{p.name}")
 def test_thousands_of_mutated_programs_and_data_files_are_read_or_refused_as_artifact_error(tmp_path, source):
     _read_mutants(tmp_path, source, 2000)
+
+
+def test_a_folder_the_gate_kept_is_read_whole_and_a_program_alone_brings_its_data_file(tmp_path):
+    """Issue 24: `python -m smoke.artifacts DIR` on what the gate kept reads the .pte and its .ptd; a .pte alone
+    also reads the .ptd beside it, and says so."""
+    import shutil
+
+    kept = tmp_path / "gate-cpu_x86_64-kept"
+    shutil.copytree(CPU / "weighted", kept / "weighted")
+    shutil.copytree(CPU / "weightless", kept / "weightless")
+    proc = command(kept / "weighted")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{kept / 'weighted' / 'model.pte'} with model.ptd: every key it expects is present (2)" in proc.stdout
+    proc = command(kept)  # the work folder itself: a folder per model
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{kept / 'weighted' / 'model.pte'} with model.ptd: every key it expects is present (2)" in proc.stdout
+    proc = command(kept / "weighted" / "model.pte")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{kept / 'weighted' / 'model.pte'}: also reading the data file beside it: model.ptd" in proc.stdout
+    assert f"{kept / 'weighted' / 'model.pte'} with model.ptd: every key it expects is present (2)" in proc.stdout
