@@ -226,7 +226,7 @@ def test_the_row_fails_a_real_wheel_whose_extension_finds_libtorch_only_after_to
     fails = {line.split(":")[0] for line in out.splitlines() if line.startswith("FAIL ")}
     assert {"FAIL libraries load before torch", "FAIL registered once", "FAIL no duplicate content"} <= fails, out
     before = next(line for line in out.splitlines() if line.startswith("FAIL libraries load before torch: "))
-    assert f"{c_module} loads only after import torch: alone, libtorch" in before and "cannot open shared object file" in before
+    assert f"{c_module} loads only after import torch: alone, libtorch" in before and "cannot open shared object file" in before, before
     once = next(line for line in out.splitlines() if line.startswith("FAIL registered once: "))
     assert f"{QUANTIZED_COPY} registers again what {QUANTIZED} registered" in once
     assert f"FAIL no duplicate content: {QUANTIZED} and {QUANTIZED_COPY} are the same {len(quantized)} B" in out
