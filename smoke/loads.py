@@ -201,12 +201,12 @@ def through_loaders(outcomes: dict[str, dict], libraries: list[tuple[str, str]])
     runtime lives in that extension module, which no library can name as its need). Such a library passes,
     its loader named (``via``) and its error alone kept (``alone``). One that only a plain library loads is
     not excused: it could name what it takes symbols from in its own DT_NEEDED, and must (underlinking,
-    executorch#7086)."""
+    executorch#7086); nor is an extension module, which Python imports by path, alone."""
     where = dict(libraries)
     judged = dict(outcomes)
     for path, outcome in outcomes.items():
-        if outcome["error"] is None:
-            continue
+        if outcome["error"] is None or EXTENSION_MODULE.search(path):
+            continue  # an extension module is never only a need: Python imports it by path, alone
         real = os.path.realpath(where[path])
         loaders = [other for other, seen in outcomes.items() if other != path and seen["error"] is None
                    and EXTENSION_MODULE.search(other) and real in seen.get("mapped", ())]
