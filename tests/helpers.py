@@ -45,6 +45,17 @@ def pypi_wheel(machine: str, release: str = PYPI_RELEASE, python: str = "3.11") 
     return found[-1]
 
 
+RELEASE_TABLE = REPO / ".gate" / "release-table" / "wheels"  # .ci/release-table's downloads, where they are
+PUBLIC_RELEASES = ("1.0.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.0", "1.4.1", "1.5.0", "1.5.1")
+
+
+def release_wheel(release: str, machine: str = "x86_64") -> Path:
+    """PyPI's cp311 manylinux_2_28 wheel of a public release: .ci/release-table's copy where it made one, else
+    downloaded once into the tests' cache (a fresh clone, CI), never skipped for want of it."""
+    cached = RELEASE_TABLE / f"executorch-{release}-cp311-cp311-manylinux_2_28_{machine}.whl"
+    return cached if cached.is_file() else pypi_wheel(machine, release)
+
+
 def nox(*args, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args],
                           capture_output=True, text=True, cwd=cwd, timeout=600)

@@ -29,7 +29,7 @@ from smoke.rows import ROWS
 from smoke.shipped import read_libraries
 from smoke.wheel import read_wheel
 from smoke.wheelcopy import rewrite_wheel
-from tests.helpers import REPO
+from tests.helpers import PUBLIC_RELEASES, REPO, release_wheel
 
 RELEASES = REPO / ".gate" / "release-table" / "wheels"
 DATA_LOADER = "executorch/extension/pybindings/data_loader.cpython-311-x86_64-linux-gnu.so"
@@ -238,9 +238,7 @@ def test_the_row_fails_a_real_wheel_whose_extension_finds_libtorch_only_after_to
 
 @pytest.mark.slow  # reads every ELF file of 18 wheels: 49 s here
 def test_every_public_release_ships_nothing_twice():
-    wheels = sorted(RELEASES.glob("executorch-*-manylinux_2_28_*.whl"))
-    if not wheels:
-        pytest.skip(f"no cached releases in {RELEASES} (.ci/release-table downloads them)")
+    wheels = [release_wheel(release, machine) for release in PUBLIC_RELEASES for machine in ("x86_64", "aarch64")]
     for path in wheels:
         wheel, libraries = _run(path)
         result = duplicates.check_duplicate_content(wheel, ROW, libraries)
@@ -295,9 +293,7 @@ def _requires(drop: str):
 
 @pytest.mark.parametrize("release", ["1.0.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.0", "1.4.1"])
 def test_the_releases_that_declare_torch_pass(release):
-    path = RELEASES / f"executorch-{release}-cp311-cp311-manylinux_2_28_x86_64.whl"
-    if not path.exists():
-        pytest.skip(f"{path} is not cached (.ci/release-table downloads it)")
+    path = release_wheel(release)
     result = imports.check_imports_declared(read_wheel(path), ROW, None)
     assert result.status is Status.PASS, result.reason
 
@@ -370,7 +366,7 @@ REAL_MODULE = None
 def _real_module() -> bytes:
     global REAL_MODULE
     if REAL_MODULE is None:
-        with zipfile.ZipFile(RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl") as archive:
+        with zipfile.ZipFile(release_wheel("1.5.1")) as archive:
             REAL_MODULE = archive.read("executorch/exir/__init__.py")
     return REAL_MODULE
 
@@ -403,8 +399,6 @@ def _scan_bounded(text: bytes) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
 def test_any_module_text_is_scanned_or_listed_as_not_python(text):
-    if not (RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl").exists():
-        pytest.skip("1.5.1 is not cached")
     _scan_bounded(text)
 
 
@@ -412,8 +406,6 @@ def test_any_module_text_is_scanned_or_listed_as_not_python(text):
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
 def test_any_module_text_is_scanned_or_listed_as_not_python_many(text):
-    if not (RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl").exists():
-        pytest.skip("1.5.1 is not cached")
     _scan_bounded(text)
 
 
@@ -451,7 +443,7 @@ _THREADPOOL_BYTES: list[bytes] = []
 
 def _threadpool() -> bytes:
     if not _THREADPOOL_BYTES:
-        with zipfile.ZipFile(RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl") as archive:
+        with zipfile.ZipFile(release_wheel("1.5.1")) as archive:
             _THREADPOOL_BYTES.append(archive.read(THREADPOOL))
     return _THREADPOOL_BYTES[0]
 
@@ -460,8 +452,6 @@ def _threadpool() -> bytes:
 @given(st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), min_size=1, max_size=24))
 def test_a_mutated_library_gives_a_soname_or_none_never_an_exception(changes):
     # The ELF header, program and section headers and .dynamic lie in the first 8 KiB of the real library.
-    if not (RELEASES / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl").exists():
-        pytest.skip("1.5.1 is not cached")
     data = bytearray(_threadpool())
     for at, value in changes:
         data[at] = value
