@@ -73,6 +73,9 @@ class Plan:
     name: str
     delegate_ids: tuple[str, ...]
     operators: tuple[str, ...]  # left to the portable/optimized kernels
+    # The devices its delegates were compiled for (their ``target_device`` compile spec, "cuda:0"): where
+    # one is named, exir moves tensors across the delegate's boundary with its own copy operators.
+    target_devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,9 @@ def _read_program(path: str, data) -> Program:
                 for op in vector(plan, _PLAN_OPERATORS)
             )
             delegates = tuple(string(d, _DELEGATE_ID) for d in vector(plan, _PLAN_DELEGATES))
-            plans.append(Plan(string(plan, _PLAN_NAME), delegates, ops))
+            devices = tuple(dict.fromkeys(device.decode("utf-8", errors="replace") for d in vector(plan, _PLAN_DELEGATES)
+                                          if (device := _compile_specs(d).get("target_device"))))
+            plans.append(Plan(string(plan, _PLAN_NAME), delegates, ops, devices))
         keys = tuple(string(n, _NAMED_DATA_KEY) for n in vector(program, _PROGRAM_NAMED_DATA))
         _checkdata_segments(data, program, path)
         return Program(path, len(data), tuple(plans), keys, expected_keys(data, program))
@@ -325,7 +330,8 @@ def describe(item: Program | DataFile) -> list[str]:
     if isinstance(item, Program):
         lines = [f"{item.path}: program, {item.size} B"]
         for plan in item.plans:
-            lines.append(f"  plan {plan.name!r}: delegates {list(plan.delegate_ids)}, operators left {list(plan.operators)}")
+            devices = f" (target device {', '.join(plan.target_devices)})" if plan.target_devices else ""
+            lines.append(f"  plan {plan.name!r}: delegates {list(plan.delegate_ids)}{devices}, operators left {list(plan.operators)}")
         lines.append(f"  named data in the program: {list(item.named_data_keys)}")
         expected = "unknown for these delegates" if item.expected_keys is None else list(item.expected_keys)
         lines.append(f"  named data its delegates expect: {expected}")

@@ -27,7 +27,7 @@ from smoke.console import emit, phase, say
 from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.follow import StopChild, judge_child, run_child
 from smoke.report import Run
-from smoke.results import Status, all_passed, skipped, summary_line
+from smoke.results import Status, all_passed, failed, skipped, summary_line
 from smoke.rows import HOST_SYSTEMS, Row, check_host, check_machine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -207,7 +207,23 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     verdict = judge_child(outcome, options.timeout, log)
     if verdict is not None:
         emit(run, verdict)
+    if row.execution_required and (unrun := unexecuted(run.results)):
+        emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
+                                               f"{'; '.join(unrun)}", unrun=unrun))
     return finish(run, options, work, start)
+
+
+def unexecuted(results) -> list[str]:
+    """The checks of ``stages.MUST_EXECUTE`` that were skipped or never reported, those for one reason together."""
+    by_name = {result.name: result for result in results}
+    why: dict[str, list[str]] = {}
+    for name in stages.MUST_EXECUTE:
+        result = by_name.get(name)
+        if result is None:
+            why.setdefault("not reported", []).append(name)
+        elif result.status is Status.SKIP:
+            why.setdefault(f"skipped: {result.reason}", []).append(name)
+    return [f"{', '.join(names)} ({reason})" for reason, names in why.items()]
 
 
 def away(row: Row) -> str | None:
@@ -249,6 +265,8 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shi
 
 def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: opts.Options) -> bool:
     """The checks on the installed environment (``smoke.installed``); False when fail-fast stops the run."""
+    if options.torch_from is not None:
+        facts = {**facts, installed.TORCH_GIVEN: str(options.torch_from)}
     for check in pipeline.for_row(row, stages.ENVIRONMENT):
         result = emit(run, stages.run_check(check, wheel, row, facts, run.libraries))
         if not result and options.fail_fast:

@@ -47,15 +47,21 @@ def check_torch_agrees(wheel: Wheel, row: Row, facts: dict[str, Any], libraries:
         return failed(name, f"torch reports version {facts['torch']!r}, which is not a version")
     problems, said = [], [f"torch {version}"]
     paired = pairing.paired_torch(wheel.release)
-    if paired is not None:
-        if f"{version.major}.{version.minor}" != paired:
-            problems.append(f"executorch {wheel.release} pairs with torch {paired}, the environment has {version}")
+    unpaired = paired is not None and f"{version.major}.{version.minor}" != paired
+    given = facts.get(TORCH_GIVEN)  # the caller's own torch (--torch-from): the gate did not choose it
+    if unpaired and not given:
+        problems.append(f"executorch {wheel.release} pairs with torch {paired}, the environment has {version}")
     more_problems, more_said = row.backend.torch_problems(wheel, facts)
     problems += more_problems
     said += more_said
-    measured = {"torch": str(version), "torch_cuda": facts.get("torch_cuda"), "paired": paired}
+    measured = {"torch": str(version), "torch_cuda": facts.get("torch_cuda"), "paired": paired, "torch_given": given}
     if problems:
         return failed(name, "; ".join(problems), **measured)
+    if unpaired:
+        # Not a FAIL of the wheel: the pairing was not what ran, by the caller's choice; said, and recorded as a skip.
+        return skipped(name, f"{', '.join(said)}; executorch {wheel.release} pairs with torch {paired}, and this torch is "
+                             f"the one --torch-from gave ({given}), so the pairing was not tested: run without --torch-from "
+                             f"(or with a torch {paired}) to judge it", **measured)
     if paired is None:
         return skipped(name, f"{said[0]}; no pairing is known for executorch {wheel.release}, so the version was not compared", **measured)
     return passed(name, f"{', '.join(said)}, paired with executorch {wheel.release}", **measured)
@@ -72,6 +78,8 @@ def check_delegate_registers(wheel: Wheel, row: Row, facts: dict[str, Any], libr
     return passed(name, f"{row.backend.delegate_id} among {len(backends)} registered: {', '.join(backends)}", backends=backends)
 
 
+# The key the parent adds to the probe's facts when torch came from the caller's environment (--torch-from).
+TORCH_GIVEN = "torch_given"
 TORCH_AGREES = Check("torch agrees", ENVIRONMENT, 10, check_torch_agrees)
 DELEGATE_REGISTERS = Check("delegate registers", ENVIRONMENT, 20, check_delegate_registers)
 CHECKS = (TORCH_AGREES, DELEGATE_REGISTERS)  # every row's; a backend adds its own (smoke.backends)

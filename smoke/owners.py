@@ -12,7 +12,10 @@ Which libraries reach each other depends on the release's layout:
 - From 1.5 on (the split): the runtime ships as shared libraries in ``executorch/lib``, each component
   with one owner there, and every extension module links them. Another shipped library that defines
   a component is a private copy beside the shared one, wherever it is (upstream's test fails it
-  too), and a component whose one definer is not its owner is the monolithic layout again.
+  too), and a component whose one definer is not its owner is the monolithic layout again, unless
+  upstream's table marks that owner not required and the wheel does not ship it (the CPU kernels
+  linked into ``_C`` by a build without the optimized kernels). An owner it marks required must ship
+  (the CUDA ones on a ``+cuXXX`` wheel).
 - Before 1.5 (monolithic): each Python extension module carries its own runtime, and Python loads
   each with RTLD_LOCAL, in a symbol scope of its own. Two definers within one library's load closure
   (DT_NEEDED among the shipped libraries, followed from every library, so a cycle is judged too)
@@ -58,6 +61,15 @@ class Component:
     functions: tuple[str, ...]
     owner: str  # the library that owns it from 1.5 on (path in the wheel)
     export_copy: bool = False  # an export-side library may carry its own copy
+    # Whether a wheel of the 1.5 layout must ship the owner (upstream's ``required`` flag): True, False,
+    # or CUDA (required exactly on a +cuXXX wheel). An owner not required and not shipped leaves the
+    # component where the build put it: upstream's table says so of the CPU kernels ("a wheel built
+    # without them deliberately links the portable ops into the Python extension instead, which is a
+    # supported configuration rather than a duplicate"); one definer, wherever it is, is then right.
+    required: bool | str = True
+
+
+CUDA = "on a CUDA wheel"
 
 
 COMPONENTS = (
@@ -76,16 +88,18 @@ COMPONENTS = (
     Component("XNNPACK delegate", ("executorch::backends::xnnpack::XnnpackBackendOptions::workspace_manager",
                                    "executorch::backends::xnnpack::delegate::XNNWeightsCache::initialize_for_runtime"),
               LIB + "libexecutorch_backend_xnnpack.so"),
-    Component("CPU kernels", ("torch::executor::native::abs_out",), LIB + "libexecutorch_kernels_optimized.so"),
+    Component("CPU kernels", ("torch::executor::native::abs_out",), LIB + "libexecutorch_kernels_optimized.so", required=False),
     Component("quantized kernels", ("torch::executor::native::quantize_per_tensor_out",
                                     "torch::executor::native::dequantize_per_tensor_out"),
               LIB + "libexecutorch_kernels_quantized.so", export_copy=True),
-    Component("CUDA delegate", ("executorch::backends::cuda::load_library",), LIB + "libexecutorch_backend_cuda.so"),
+    Component("CUDA delegate", ("executorch::backends::cuda::load_library",), LIB + "libexecutorch_backend_cuda.so",
+              required=CUDA),
     # Two copies are two notions of the caller's CUDA stream.
-    Component("CUDA stream helper", ("executorch::extension::cuda::getCallerStream",), LIB + "libexecutorch_extension_cuda.so"),
+    Component("CUDA stream helper", ("executorch::extension::cuda::getCallerStream",), LIB + "libexecutorch_extension_cuda.so",
+              required=CUDA),
     # Measured on a CUDA build of 1.2.0 without the shim patch (docs/runs/2026-12-03-h200-*): _portable_lib
     # and libaoti_cuda_shims.so both defined 21 aoti_torch_* shims (the CUDA stream and guard state).
-    Component("AOTI shim layer", ("aoti_torch_",), "executorch/backends/cuda/libaoti_cuda_shims.so"),
+    Component("AOTI shim layer", ("aoti_torch_",), "executorch/backends/cuda/libaoti_cuda_shims.so", required=CUDA),
     # Third-party code the runtime bundles, judged apart from ExecuTorch's wrappers over it.
     Component("bundled thread pool", ("pthreadpool_create", "cpuinfo_initialize"), LIB + "libexecutorch_threadpool.so"),
     Component("XNNPACK runtime", ("xnn_create_runtime",), LIB + "libexecutorch_backend_xnnpack.so"),
@@ -205,18 +219,52 @@ def scope_problems(groups: dict[str, list[elf.Library]], defines: dict[str, dict
             for definers, (components, start) in problems.items()]
 
 
-def split_problems(found: dict[str, Definers]) -> list[str]:
-    """From 1.5 on: one definer per component in the whole wheel, and it is the component's owner."""
+def required(component: Component, wheel: Wheel | None) -> bool:
+    """Upstream's ``required`` flag resolved for this wheel (``_resolve_required``); no wheel (extracts): False."""
+    if wheel is None:
+        return False
+    if component.required == CUDA:
+        local = wheel.version.local or ""
+        return local.startswith("cu") and local[2:].isdigit()
+    return bool(component.required)
+
+
+def split_problems(found: dict[str, Definers], shipped: set[str], wheel: Wheel | None = None) -> list[str]:
+    """From 1.5 on: one definer per component in the whole wheel, and it is the component's owner where
+    that ships or is required; a required owner ships."""
     problems = []
     for definers, components in _group(found).items():
         owners = sorted({_file(BY_NAME[c].owner) for c in components})
         if len(definers) > 1:
             problems.append(f"{_names(definers)} each define the {', '.join(components)} "
                             f"(one owner in the {SPLIT} layout: {', '.join(owners)})")
-        elif wrong := [c for c in components if BY_NAME[c].owner != definers[0][0]]:
+        elif wrong := [c for c in components if BY_NAME[c].owner != definers[0][0] and not _left_where_built(c, shipped, wheel)]:
             problems.append(f"{_names(definers)} defines the {', '.join(wrong)}, which the {SPLIT} layout puts in "
                             f"{', '.join(sorted({BY_NAME[c].owner for c in wrong}))}")
+    for component in COMPONENTS:
+        if component.name in found:
+            continue
+        if component.owner not in shipped and required(component, wheel):
+            where = f" {component.required}" if isinstance(component.required, str) else ""
+            problems.append(f"the wheel ships no {component.owner}, which owns the {component.name} (upstream's table "
+                            f"requires it{where}: packaging dropped it or the build did not make it)")
     return problems
+
+
+def _left_where_built(component: str, shipped: set[str], wheel: Wheel | None) -> bool:
+    """The owner is not required and not shipped: the component's one definer may be anywhere."""
+    c = BY_NAME[component]
+    return c.owner not in shipped and not required(c, wheel) and wheel is not None
+
+
+def where_built_note(found: dict[str, Definers], shipped: set[str], wheel: Wheel | None) -> str:
+    """The components whose one definer is not their owner, upstream's table not requiring it."""
+    parts = [f"the {c} in {_names(d)}" for c, d in found.items()
+             if len(d) == 1 and d[0][0] != BY_NAME[c].owner and _left_where_built(c, shipped, wheel)]
+    if not parts:
+        return ""
+    return (f"; {', '.join(parts)}, its owner not shipped and not required by upstream's table (the build left "
+            f"it out: a supported configuration)")
 
 
 def _module(path: str) -> str:
@@ -253,8 +301,10 @@ def check_runtime_core(wheel: Wheel | None, row: Row, libraries: Libraries) -> C
         "libraries": len(libraries.items),
     }
     groups = load_groups(libraries)
-    problems = split_problems(found) if split else scope_problems(groups, defines)
+    shipped = {lib.path for lib in libraries.items}
+    problems = split_problems(found, shipped, wheel) if split else scope_problems(groups, defines)
     note = "" if split else apart_note(found, groups)
+    built = where_built_note(found, shipped, wheel) if split else ""
     apart = f"; copies apart, in modules Python loads each in a scope of its own (not a defect of {layout}): {note}" if note else ""
     if problems:
         more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
@@ -265,6 +315,6 @@ def check_runtime_core(wheel: Wheel | None, row: Row, libraries: Libraries) -> C
         return passed(NAME, f"no shipped library defines a runtime component ({layout})", **measured)
     if split:
         listed = "; ".join(f"{', '.join(components)}: {_names(definers)}" for definers, components in _group(found).items())
-        return passed(NAME, f"each runtime component has one definer, its owner in {layout} ({listed})", **measured)
+        return passed(NAME, f"each runtime component has one definer, its owner in {layout} ({listed}){built}", **measured)
     return passed(NAME, f"each runtime component has one definer among the libraries that load together "
                         f"({len(groups)} load scopes: each file with the shipped libraries it loads){apart}", **measured)

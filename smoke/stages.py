@@ -63,8 +63,14 @@ def load_phase(model: str) -> str:
     return f"load and run ({model})"
 
 
-# The checks a row that must execute may not skip: a skip there is work that did not happen.
-MUST_EXECUTE = (*RUN.names(), NEGATIVE.name, PORTABLE.name)
+# The checks a row that must execute may not skip: a skip there is work that did not happen. The seed's
+# own (both exports, the delegate by id, the data file under the runners' name, its size over the
+# weightless one's, the loads with it equal to eager, the negative control), and the portable kernels.
+MUST_EXECUTE = (*EXPORT.names(), *DELEGATE.names(), *DATA_FILE.names(), WEIGHTS.name, *RUN.names(), NEGATIVE.name,
+                PORTABLE.name)
+# A row that must execute and left one of MUST_EXECUTE unrun (skipped, or never reported) FAILs by this
+# result, which names them: it never PASSes with skips (smoke.gate).
+EXECUTED = Check("must execute", CHILD, 98)
 
 
 def run_check(check: Check, *args) -> "CheckResult":

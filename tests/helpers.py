@@ -19,6 +19,9 @@ from smoke.wheelcopy import rewrite_wheel
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 H200 = DATA / "h200-executorch-1.2.0"
+# What a CUDA build of main (cff6f4dd, the 1.5 layout) wrote on the H200 for nn.Linear(8, 4): content-hashed
+# keys named in the delegate's processed bytes, two et_copy operators around the delegate.
+H200_MAIN = DATA / "h200-executorch-main"
 CPU = DATA / "cpu-executorch-1.5.1"
 DEVICE_CODE = DATA / "device-code"
 WHEEL_CACHE = REPO / ".gate" / "test-wheels"

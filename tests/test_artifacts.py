@@ -8,7 +8,7 @@ import pytest
 
 from smoke import artifacts
 from smoke.artifacts import ArtifactError, read_data_file, read_program
-from tests.helpers import CPU, H200
+from tests.helpers import CPU, H200, H200_MAIN
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_json_output_holds_what_the_gate_judged(capsys):
     assert [r["kind"] for r in records] == ["program", "datafile", "datafile", "program", "datafile", "pairing", "pairing"]
     cuda_program, weightless, weighted, cpu_program, cpu_data, *pairings = records
     assert [p["missing"] for p in pairings] == [[], []]  # each program with the data file of its own folder
-    assert cuda_program["plans"] == [{"name": "forward", "delegate_ids": ["CudaBackend"], "operators": []}]
+    assert cuda_program["plans"] == [{"name": "forward", "delegate_ids": ["CudaBackend"], "operators": [], "target_devices": []}]
     assert weightless["blobs"] == [{"key": "forward_weights_blob", "size": 0, "all_zero": True}]
     assert weighted["blobs"] == [{"key": "forward_weights_blob", "size": 128, "all_zero": False}]
     assert weighted["segment_data_size"] == 128 and weighted["header_length"] == 40
@@ -130,6 +130,9 @@ def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, 
     ("path", "expected"),
     [
         (H200 / "weightless" / "model.pte", ("forward_so_blob", "forward_weights_blob")),
+        # main: the keys the delegate's processed bytes name, "<so key>\n<weights key>" (aoti_backend.py)
+        (H200_MAIN / "weighted" / "model.pte", ("0dc551f9a9087e80cfb2137b5cb5d64e8caf5dad448eb8fd155bf2e1dd41d2d1_so_blob",
+                                                "2fde66a9f2012fda28059b58e6b15d99c8e0829e2113e99d2e25d5bad3d852b3_weights_blob")),
         (CPU / "weightless" / "model.pte", ()),
         (CPU / "weighted" / "model.pte", ("7bd1336255a603d084c99a85e4649ae413a650310db35d2868cab6e6905b8850",
                                           "abe91884182b2a066291092b80ecb9bf0224387425044e433e0cfe4cd16befa3")),
@@ -137,6 +140,15 @@ def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, 
 )
 def test_the_keys_a_program_expects_are_read_from_its_delegates(path, expected):
     assert read_program(path).expected_keys == expected
+
+
+def test_mains_program_and_data_file_are_read_with_every_key_present(capsys):
+    """The CUDA build of main on the H200: the data file holds the weights key, the program the shared object's."""
+    assert artifacts.main([str(H200_MAIN / "weighted")]) == 0
+    out = capsys.readouterr().out
+    assert "model.pte with aoti_cuda_blob.ptd: every key it expects is present (2)" in out
+    assert ("plan 'forward': delegates ['CudaBackend'] (target device cuda:0), operators left "
+            "['et_copy::_h2d_copy.out', 'et_copy::_d2h_copy.out']") in out
 
 
 def test_a_program_with_its_data_file_is_matched_key_by_key(tmp_path, capsys):

@@ -20,7 +20,7 @@ from smoke.checks import check_data_file, check_delegated, check_weights_in_data
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.helpers import CPU, DATA, DEVICE_CODE, H200, rewrite_wheel
+from tests.helpers import CPU, DATA, DEVICE_CODE, H200, H200_MAIN, rewrite_wheel
 from tests.helpers import CHECK, PHASE, fake_child
 from tests.helpers import SHIMS, cuda_parts, make_cuda_wheel
 
@@ -122,6 +122,59 @@ def weights_not_in_the_data_file(ctx):
     # The weighted program's data file replaced by the weightless one: it reads, it is not the weights.
     sizes = {label: (H200 / label / CUDA.backend.data_file).stat().st_size for label in ("weightless", "weighted")}
     return check_weights_in_data_file(CUDA.backend.data_file, sizes["weightless"], sizes["weightless"], 128)
+
+
+# --- main's layout (content-hashed keys in the delegate's processed bytes, et_copy around it) ----------
+
+MAIN_WEIGHTS_KEY = b"2fde66a9f2012fda28059b58e6b15d99c8e0829e2113e99d2e25d5bad3d852b3_weights_blob"
+MAIN_SO_KEY = b"0dc551f9a9087e80cfb2137b5cb5d64e8caf5dad448eb8fd155bf2e1dd41d2d1_so_blob"
+
+
+def _main_edit(ctx, name: str, old: bytes, new: bytes):
+    """A copy of main's weighted artifacts with one run of bytes, found once in the file, changed (same length)."""
+    assert len(old) == len(new)
+    folder = ctx.copy_artifacts(H200_MAIN / "weighted")
+    raw = (folder / name).read_bytes()
+    assert raw.count(old) == 1, old
+    (folder / name).write_bytes(raw.replace(old, new))
+    return folder
+
+
+def main_data_file_under_another_key(ctx):
+    # The weights blob stored under a key the program does not ask for.
+    folder = _main_edit(ctx, CUDA.backend.data_file, MAIN_WEIGHTS_KEY, b"0" * 64 + b"_weights_blob")
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
+
+
+def main_program_asks_for_another_key(ctx):
+    # The delegate's processed bytes name other weights than the data file holds.
+    folder = _main_edit(ctx, "model.pte", MAIN_WEIGHTS_KEY, b"f" * 64 + b"_weights_blob")
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
+
+
+def main_data_file_without_the_weights(ctx):
+    # A real FlatTensor file with no weights blob of this program (1.2.0's weightless one) as main's data file.
+    folder = ctx.copy_artifacts(H200_MAIN / "weighted")
+    (folder / CUDA.backend.data_file).write_bytes((H200 / "weightless" / CUDA.backend.data_file).read_bytes())
+    return check_data_file("weighted", folder, CUDA.backend.data_file, required=True)
+
+
+def main_keys_in_a_shape_the_runtime_refuses(ctx):
+    # resolve_blob_keys (aoti_delegate_handle.h) returns Error::Internal for processed bytes with no newline.
+    folder = _main_edit(ctx, "model.pte", MAIN_SO_KEY + b"\n", MAIN_SO_KEY + b"_")
+    return check_delegated("weighted", folder / "model.pte", CUDA.backend.delegate_id)
+
+
+def main_copies_around_a_delegate_with_no_device(ctx):
+    # Without the target_device compile spec nothing puts host/device copies there: they are compute left outside.
+    folder = _main_edit(ctx, "model.pte", b"target_device", b"target_devicX")
+    return check_delegated("weighted", folder / "model.pte", CUDA.backend.delegate_id)
+
+
+def main_compute_left_outside_the_delegate(ctx):
+    # The D2H copy's kernel replaced by a real portable operator (same name length): compute beside the copies.
+    folder = _main_edit(ctx, "model.pte", b"et_copy::_d2h_copy", b"aten::permute_copy")
+    return check_delegated("weighted", folder / "model.pte", CUDA.backend.delegate_id)
 
 
 # --- the program --------------------------------------------------------------------------
@@ -248,6 +301,14 @@ DEFECTS = [
     (data_file_truncated, "data file (weighted)", "the file is 300 B"),
     (data_file_of_another_program, "data file (weighted)", "lacks the named data its program expects: 7bd13362"),
     (weights_not_in_the_data_file, "weights in the data file", "the weights are not in the data file"),
+    (main_data_file_under_another_key, "data file (weighted)",
+     f"lacks the named data its program expects: {MAIN_WEIGHTS_KEY.decode()}"),
+    (main_program_asks_for_another_key, "data file (weighted)", f"lacks the named data its program expects: {'f' * 64}_weights_blob"),
+    (main_data_file_without_the_weights, "data file (weighted)", f"lacks the named data its program expects: {MAIN_WEIGHTS_KEY.decode()}"),
+    (main_keys_in_a_shape_the_runtime_refuses, "delegate (weighted)", "hold no newline between its two keys"),
+    (main_copies_around_a_delegate_with_no_device, "delegate (weighted)",
+     "leaves 2 operators outside the delegate: et_copy::_h2d_copy.out, et_copy::_d2h_copy.out"),
+    (main_compute_left_outside_the_delegate, "delegate (weighted)", "leaves 1 operators outside the delegate: aten::permute_copy.out"),
     (xnnpack_program_on_the_cuda_row, "delegate (weighted)", "has delegates ['XnnpackBackend'], not CudaBackend"),
     pytest.param(program_with_no_delegate, "delegate (weighted)", "has delegates [], not XnnpackBackend", marks=slow),
     pytest.param(program_partly_delegated, "delegate (weighted)", "leaves 1 operators outside the delegate: aten::cumsum.out", marks=slow),
@@ -289,6 +350,9 @@ def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
     assert _file_check(shipped.check_runtime_core, with_cuda_build_libraries(ctx, "patched")).status is Status.PASS
     assert check_data_file("weighted", H200 / "weighted", CUDA.backend.data_file, required=True).status is Status.PASS
     assert check_delegated("weighted", H200 / "weighted" / "model.pte", CUDA.backend.delegate_id).status is Status.PASS
+    # main's layout: its keys read from the delegate's processed bytes, its copies around the delegate accepted
+    assert check_data_file("weighted", H200_MAIN / "weighted", CUDA.backend.data_file, required=True).status is Status.PASS
+    assert check_delegated("weighted", H200_MAIN / "weighted" / "model.pte", CUDA.backend.delegate_id).status is Status.PASS
 
 
 @pytest.mark.slow

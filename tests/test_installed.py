@@ -39,6 +39,15 @@ def test_the_probe_runs_in_any_environment_and_says_what_is_missing():
         (CUDA, {"torch": "2.13.0+cu126", "torch_cuda": "12.6"}, Status.FAIL, "torch has CUDA 12.6, the wheel is +cu130 (CUDA 13)"),
         (CUDA, {"torch": "2.13.0+cpu", "torch_cuda": None}, Status.FAIL, "is a CPU build (torch.version.cuda is None)"),
         (CUDA, {"torch_error": "ModuleNotFoundError: No module named 'torch'"}, Status.FAIL, "torch does not import"),
+        # The H200's torch 2.11 given by --torch-from for a wheel of main (1.5): the pairing was not tested, and says so.
+        (CUDA, {"torch": "2.11.0+cu130", "torch_cuda": "13.0", "torch_given": "/opt/torch/.venv"}, Status.SKIP,
+         "executorch 1.5 pairs with torch 2.13, and this torch is the one --torch-from gave (/opt/torch/.venv), so the "
+         "pairing was not tested"),
+        # The caller's torch is still judged for what the wheel needs of it: its CUDA major.
+        (CUDA, {"torch": "2.11.0+cu126", "torch_cuda": "12.6", "torch_given": "/opt/torch/.venv"}, Status.FAIL,
+         "torch has CUDA 12.6, the wheel is +cu130 (CUDA 13)"),
+        (CPU, {"torch": "2.13.0+cpu", "torch_cuda": None, "torch_given": "/opt/torch/.venv"}, Status.PASS,
+         "torch 2.13.0+cpu, paired with executorch 1.5"),
     ],
 )
 def test_torch_agrees_table(cuda_wheel, pypi_wheel_read, row, facts, status, reason):

@@ -76,7 +76,12 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, de
     assert "SKIP export (weighted): not run: no usable CUDA device" in out
     # No delegate, no device needed: the portable kernels still run where the delegate's checks skip.
     assert "PASS portable kernels: loaded with no delegate, 6 operators on the kernels" in out
-    assert re.search(r"\d+ passed, 8 failed, \d+ skipped", out)  # the eight above, and nothing else failed
+    # The row must execute: the seed's checks it skipped FAIL it, named with why (never a PASS with skips).
+    assert ("FAIL must execute: the cuda_x86_64 row must execute, and these of its checks did not run: export (weightless), "
+            "export (weighted), run with data file (weightless), run with data file (weighted) (skipped: not run: no usable "
+            "CUDA device (see the CUDA device check)); delegate (weightless), data file (weightless) (skipped: not run: "
+            "export (weightless) did not happen); ") in out
+    assert re.search(r"\d+ passed, 9 failed, \d+ skipped", out)  # the nine above, and nothing else failed
     # On failure it is kept, its path printed, for a maintainer to look at.
     kept = Path(re.search(r"artifacts kept in (\S+)", out).group(1))
     assert (kept / "record.jsonl").is_file() and (kept / "child.log").is_file()

@@ -20,7 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from smoke import macho, pe
-from tests.helpers import REPO, WHEEL_CACHE, declare_torch, pypi_wheel, rewrite_wheel
+from smoke.foreign import check_foreign_files
+from smoke.rows import ROWS
+from tests.helpers import REPO, SHIMS, WHEEL_CACHE, cuda_parts, declare_torch, make_cuda_wheel, pypi_wheel, rewrite_wheel
 
 RELEASES = REPO / ".gate" / "release-table" / "wheels"
 
@@ -367,3 +369,23 @@ def test_a_truncated_mach_o_or_pe_file_fails_architecture_naming_it(macos_declar
     proc = smoke("inspect", cut)
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert line(proc, "FAIL architecture: ").startswith(f"FAIL architecture: {PORTABLE}: not a PE file the Windows loader would load: ")
+
+
+IMPORT_LIBRARY = "executorch/data/lib/aoti_cuda_shims.lib"
+
+
+def test_the_windows_import_library_beside_the_cuda_delegate_is_shipped_on_purpose(slim_x86_64, tmp_path):
+    """main's setup.py ships aoti_cuda_shims.lib with the CUDA shims ("Lowering for Windows is a cross compile,
+    so a Linux CUDA build needs it too"): the real one, from PyPI's 1.4.1, in a CUDA wheel passes and is named;
+    the same wheel without the shim library it serves fails it."""
+    lib = member(pypi_wheel("aarch64", "1.4.1"), IMPORT_LIBRARY)
+    cuda = make_cuda_wheel(slim_x86_64, tmp_path / "cuda", parts={**cuda_parts(slim_x86_64), IMPORT_LIBRARY: lib})
+    result = check_foreign_files(cuda, ROWS["cuda_x86_64"], None)
+    assert result.status.value == "pass", result.reason
+    assert result.reason.endswith(f"; {IMPORT_LIBRARY}, the Windows import library a CUDA build ships on purpose beside "
+                                  f"{SHIMS} (the exporter links it when lowering for Windows)")
+    parts = {**cuda_parts(slim_x86_64), IMPORT_LIBRARY: lib}
+    del parts[SHIMS]
+    alone = make_cuda_wheel(slim_x86_64, tmp_path / "alone", parts=parts)
+    result = check_foreign_files(alone, ROWS["cuda_x86_64"], None)
+    assert result.status.value == "fail" and f"{IMPORT_LIBRARY} (a Windows library archive)" in result.reason

@@ -40,4 +40,7 @@ def test_a_results_name_leads_back_to_its_declaration():
 
 
 def test_must_execute_names_declared_results():
-    assert all(pipeline.declared(name) in (stages.RUN, stages.NEGATIVE, stages.PORTABLE) for name in stages.MUST_EXECUTE)
+    seed = (stages.EXPORT, stages.DELEGATE, stages.DATA_FILE, stages.WEIGHTS, stages.RUN, stages.NEGATIVE, stages.PORTABLE)
+    assert all(pipeline.declared(name) in seed for name in stages.MUST_EXECUTE)
+    # every result of the seed's checks, both models of each per-model one
+    assert {name for check in seed for name in check.names()} == set(stages.MUST_EXECUTE)

@@ -20,7 +20,7 @@ from smoke.backends import cuda_checks
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.wheel import read_wheel
-from tests.helpers import DATA, pypi_wheel, rewrite_wheel
+from tests.helpers import DATA, cuda_parts, make_cuda_wheel, pypi_wheel, rewrite_wheel
 
 CUDA_BUILD = DATA / "cuda-executorch-1.2.0"
 CUDA_ROW, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
@@ -288,3 +288,50 @@ def test_the_1_2_file_list_is_not_a_1_4_or_1_5_build(as_cuda_build):
     assert "executorch/backends/cuda/libextension_cuda.so missing" in as_1_4.reason
     as_1_5 = cuda_checks.check_cuda_libraries(as_cuda_build("1.5.0.dev20261201+cu130", real_cuda_files()), CUDA_ROW, None)
     assert as_1_5.status is Status.FAIL and "executorch/lib/libexecutorch_backend_cuda.so" in as_1_5.reason
+
+
+# --- upstream's `required` flags (_OWNED_COMPONENTS in .ci/scripts/wheel/test_shared_libraries.py, main) ----
+
+OPTIMIZED = "executorch/lib/libexecutorch_kernels_optimized.so"
+IN_THE_EXTENSION = "executorch/extension/pybindings/libkernels_in_the_extension.so"
+
+
+def test_cpu_kernels_outside_an_owner_that_is_not_required_and_not_shipped_pass(slim_x86_64, tmp_path):
+    """A build without the optimized kernels links the portable ones into the extension (main's CUDA build on
+    the H200: _C defines them): upstream's table marks that owner not required, "a supported configuration"."""
+    wheel = with_files(slim_x86_64, tmp_path, add={IN_THE_EXTENSION: member(slim_x86_64, OPTIMIZED)}, drop=(OPTIMIZED,))
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.PASS, result.reason
+    assert ("the CPU kernels in libkernels_in_the_extension.so, its owner not shipped and not required by upstream's "
+            "table (the build left it out: a supported configuration)") in result.reason
+
+
+def test_cpu_kernels_outside_their_owner_fail_where_the_owner_ships(slim_x86_64, tmp_path):
+    """The same copy with the owner still shipped: two definers, one process."""
+    wheel = with_files(slim_x86_64, tmp_path, add={IN_THE_EXTENSION: member(slim_x86_64, OPTIMIZED)})
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert "libkernels_in_the_extension.so and libexecutorch_kernels_optimized.so each define the CPU kernels" in result.reason
+
+
+def test_a_required_owner_that_does_not_ship_fails(slim_x86_64, tmp_path):
+    """The XNNPACK delegate's library dropped, and its code with it: upstream's table requires that owner."""
+    xnnpack = "executorch/lib/libexecutorch_backend_xnnpack.so"
+    wheel = with_files(slim_x86_64, tmp_path, add={}, drop=(xnnpack,))
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert (f"the wheel ships no {xnnpack}, which owns the XNNPACK delegate (upstream's table requires it: packaging "
+            "dropped it or the build did not make it)") in result.reason
+
+
+def test_the_cuda_owners_are_required_on_a_cuda_wheel_only(slim_x86_64, tmp_path):
+    """The CUDA delegate's library dropped from a +cu130 wheel fails; a CPU wheel ships none and passes."""
+    parts = cuda_parts(slim_x86_64)
+    del parts["executorch/lib/libexecutorch_backend_cuda.so"]
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path / "cuda", parts=parts)
+    result = owners.check_runtime_core(wheel, CUDA_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert ("the wheel ships no executorch/lib/libexecutorch_backend_cuda.so, which owns the CUDA delegate (upstream's "
+            "table requires it on a CUDA wheel") in result.reason
+    cpu = read_wheel(slim_x86_64)
+    assert owners.check_runtime_core(cpu, CPU_ROW, shipped.read_libraries(cpu)).status is Status.PASS

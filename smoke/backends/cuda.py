@@ -1,7 +1,9 @@
 """The CUDA delegate (``CudaBackend``, AOTInductor): everything a CUDA row asks of a wheel and a machine.
 
 - Its programs carry ``CudaBackend`` delegates and load their weights (and the compiled
-  shared object) from ``aoti_cuda_blob.ptd``: keys ``<method>_so_blob`` and ``<method>_weights_blob``.
+  shared object) from ``aoti_cuda_blob.ptd`` and the program: keys ``<method>_so_blob`` and
+  ``<method>_weights_blob`` up to 1.4, ``<sha256>_so_blob`` and ``<sha256>_weights_blob`` on main,
+  named in the delegate's processed bytes (``expected_keys``).
 - Its checks of the wheel file and the environment, judged by the parent, are in
   ``smoke.backends.cuda_checks``; here, the object a row names and what runs in the child: the
   export through the delegate and the device check (a visible GPU that torch was built for).
@@ -66,8 +68,21 @@ def export_cuda(model, example, folder: Path) -> None:
 
 
 def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
-    """The named data a CudaBackend delegate fetches when it loads (as executorch 1.2.0 was seen to
-    write it): the method's compiled shared object and its weights, method name from the compile spec."""
+    """The named data a CudaBackend delegate fetches when it loads, read as the runtime reads them
+    (``resolve_blob_keys`` in main's ``backends/aoti/aoti_delegate_handle.h``): processed bytes
+    ``"<so key>\\n<weights key>"`` name them (main keys each blob by its content's sha256,
+    ``backends/aoti/aoti_backend.py``: ``<sha256>_so_blob``, ``<sha256>_weights_blob``); empty processed
+    bytes, as 1.2.0 writes them, mean the method-name keys ``<method>_so_blob``, ``<method>_weights_blob``,
+    the method from the compile spec. Non-empty bytes with no newline the runtime refuses (Error::Internal)."""
+    if len(processed):
+        from smoke.tables import ArtifactError  # here: the child imports this module, and has no flatbuffers
+
+        text = bytes(processed).decode("utf-8", errors="replace")
+        so_key, newline, weights_key = text.partition("\n")
+        if not newline:
+            raise ArtifactError(f"CudaBackend's processed bytes ({len(processed)} B) hold no newline between its "
+                                    f"two keys ({text[:80]!r}): the runtime refuses such a delegate")
+        return (so_key, weights_key)
     method = compile_specs.get("method_name", b"").decode() or plan
     return (f"{method}_so_blob", f"{method}_weights_blob")
 
