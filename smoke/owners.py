@@ -241,13 +241,14 @@ def split_problems(found: dict[str, Definers], shipped: set[str], wheel: Wheel |
         elif wrong := [c for c in components if BY_NAME[c].owner != definers[0][0] and not _left_where_built(c, shipped, wheel)]:
             problems.append(f"{_names(definers)} defines the {', '.join(wrong)}, which the {SPLIT} layout puts in "
                             f"{', '.join(sorted({BY_NAME[c].owner for c in wrong}))}")
+    missing: dict[tuple[str, str], list[str]] = defaultdict(list)  # (owner, when required) -> its components
     for component in COMPONENTS:
-        if component.name in found:
-            continue
-        if component.owner not in shipped and required(component, wheel):
-            where = f" {component.required}" if isinstance(component.required, str) else ""
-            problems.append(f"the wheel ships no {component.owner}, which owns the {component.name} (upstream's table "
-                            f"requires it{where}: packaging dropped it or the build did not make it)")
+        if component.name not in found and component.owner not in shipped and required(component, wheel):
+            when = f" {component.required}" if isinstance(component.required, str) else ""
+            missing[component.owner, when].append(component.name)
+    for (owner, when), components in missing.items():
+        problems.append(f"the wheel ships no {owner}, which owns the {', '.join(components)} (upstream's table "
+                        f"requires it{when}: packaging dropped it or the build did not make it)")
     return problems
 
 
@@ -309,7 +310,9 @@ def check_runtime_core(wheel: Wheel | None, row: Row, libraries: Libraries) -> C
     if problems:
         more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
         copies = any(" each define the " in p for p in problems)
-        lead = "two copies of the runtime's state in one process: " if copies else "a runtime component outside its owner: "
+        outside = any(" layout puts in " in p for p in problems)
+        lead = ("two copies of the runtime's state in one process: " if copies else
+                "a runtime component outside its owner: " if outside else "a runtime component's owner is not shipped: ")
         return failed(NAME, lead + "; ".join(problems[:2]) + more + apart, problems=problems, **measured)
     if not found:
         return passed(NAME, f"no shipped library defines a runtime component ({layout})", **measured)

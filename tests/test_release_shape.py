@@ -67,11 +67,31 @@ def test_the_shaped_wheel_passes_the_checks_shaping_is_for(shaped):
 
 
 @pytest.mark.slow
-def test_a_labelled_wheel_is_refused(shaped, tmp_path):
+def test_a_wheel_labelled_with_another_train_is_refused(shaped, tmp_path):
+    wheel, _ = shaped
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf(), "--label", "cu126"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        f"ERROR: {wheel.filename} is labelled +cu130, not +cu126; pass --label cu130, or the raw build")
+
+
+@pytest.mark.slow
+def test_a_build_that_labels_itself_and_declares_the_runtime_keeps_both(shaped, tmp_path):
+    """A build of main names itself +cu130 and declares nvidia-cuda-runtime (setup.py): shaping it again keeps
+    the version and adds no second requirement (here the shaped 1.2.0, which has both)."""
     wheel, _ = shaped
     proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf()],
                           capture_output=True, text=True)
-    assert proc.returncode == 1 and proc.stderr.strip() == f"ERROR: {wheel.filename} already has a local label; pass the raw build"
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ('release-shape: METADATA: Version 1.2.0+cu130 kept; kept Requires-Dist: nvidia-cuda-runtime<14,>=13; '
+            'platform_system == "Linux"') in proc.stdout
+    again = read_wheel(proc.stdout.strip().splitlines()[-1])
+    assert again.filename == wheel.filename
+    assert [str(r) for r in again.requires_dist if r.name == "nvidia-cuda-runtime"] == [
+        'nvidia-cuda-runtime<14,>=13; platform_system == "Linux"']
+    libraries = shipped.read_libraries(again)
+    assert cuda_checks.check_cuda_runtime_declared(again, CUDA_ROW, libraries).status is Status.PASS
+    assert shipped.check_record(again, CUDA_ROW, libraries).status is Status.PASS
 
 
 @pytest.mark.slow

@@ -320,7 +320,7 @@ def test_a_required_owner_that_does_not_ship_fails(slim_x86_64, tmp_path):
     wheel = with_files(slim_x86_64, tmp_path, add={}, drop=(xnnpack,))
     result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
     assert result.status is Status.FAIL
-    assert (f"the wheel ships no {xnnpack}, which owns the XNNPACK delegate (upstream's table requires it: packaging "
+    assert (f"the wheel ships no {xnnpack}, which owns the XNNPACK delegate, XNNPACK runtime (upstream's table requires it: packaging "
             "dropped it or the build did not make it)") in result.reason
 
 

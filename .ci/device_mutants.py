@@ -1,0 +1,139 @@
+"""The seed's mutants on a real CUDA build, on the GPU machine: each must FAIL by its own check.
+
+    ENV/bin/python .ci/device_mutants.py ROW LAYOUT WORKDIR OUTDIR
+
+Run with the Python of the environment the gate built for the wheel (``--env-dir``: torch, the wheel's
+executorch, a GPU), after ``nox -s cuda_x86_64 ... --workdir WORKDIR --keep`` kept its artifacts
+(``WORKDIR/weightless``, ``WORKDIR/weighted``). ROW is the row that kept them (cuda_x86_64 on the GPU machine;
+cpu_x86_64 anywhere, which is how tests/test_device_mutants.py runs this script on the CPU); LAYOUT names the build
+in the lines printed ("1.2.0", "main"). The gate's own check functions judge each mutant, as in the gate's run:
+
+- weights left in the program: the weighted model exported again with ``CudaBackend.save_data_externally``
+  answering False (upstream's own switch, in 1.2.0 and main; for XNNPACK, no constant tagged for the data file),
+  so the weights stay in the .pte:
+  ``weights in the data file`` (or ``data file``, where no data file is written at all);
+- a declined partition: the weighted model lowered with no partitioner: ``delegate``;
+- a wrong key: the data file's weights key changed (one character): ``data file``, then ``run with data file``;
+- weights missing from the data file: the weighted program with the weightless program's data file:
+  ``data file``, then ``run with data file`` (XNNPACK writes none for the weightless model: not made there);
+- outputs off by 0.01: the real program run with its real data file, 0.01 added to what it returned:
+  ``run with data file``.
+The unchanged artifacts pass the same checks first (the control). One ``MUTANT`` line each; exit 1 if a
+mutant passed or the control failed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from smoke.artifacts import read_data_file  # noqa: E402
+from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
+from smoke.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
+from smoke.results import Status  # noqa: E402
+from smoke.rows import ROWS  # noqa: E402
+
+def _write(program, folder: Path) -> None:
+    (folder / "model.pte").write_bytes(program.buffer)
+    program.write_tensor_data_to_file(str(folder))
+
+
+def export(row, model, example, folder: Path, *, external: bool = True, partitioned: bool = True) -> None:
+    """The row's export, or the same with the weights kept in the program, or with no partitioner."""
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if not partitioned:
+        return _write(to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch(), folder)
+    if external:
+        return row.backend.export(model, example, folder)
+    if row.backend.name == "xnnpack":  # no constant tagged for the data file
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        lowered = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()])
+        return _write(lowered.to_executorch(), folder)
+    from executorch.backends.cuda.cuda_backend import CudaBackend
+
+    original = CudaBackend.__dict__["save_data_externally"]
+    CudaBackend.save_data_externally = classmethod(lambda cls: False)
+    try:
+        row.backend.export(model, example, folder)
+    finally:
+        CudaBackend.save_data_externally = original
+
+
+def main(argv: list[str]) -> int:
+    row, layout, work, outdir = ROWS[argv[0]], argv[1], Path(argv[2]), Path(argv[3])
+    data_file = row.backend.data_file
+    outdir.mkdir(parents=True, exist_ok=True)
+    built = models()
+    model, example = built["weighted"]
+    weight = weight_matrix_bytes(model)
+    backends = registered_backends()
+    weighted, weightless = work / "weighted", work / "weightless"
+    base = check_data_file("weightless", weightless, data_file, required=row.backend.weightless_writes_data)
+    weightless_bytes = base.measured.get("data_file_bytes", 0)
+    bad = 0
+
+    def say(kind: str, name: str, result, want_fail: bool = True) -> None:
+        nonlocal bad
+        ok = (result.status is Status.FAIL) if want_fail else (result.status is Status.PASS)
+        bad += not ok
+        print(f"{kind} {layout} {name}: {'as expected' if ok else 'WRONG'}: {result.line()}", flush=True)
+
+    # The control: the real artifacts pass what the mutants must fail.
+    say("CONTROL", "delegate", check_delegated("weighted", weighted / "model.pte", row.backend.delegate_id), want_fail=False)
+    data = check_data_file("weighted", weighted, data_file, required=True)
+    say("CONTROL", "data file", data, want_fail=False)
+    say("CONTROL", "weights", check_weights_in_data_file(data_file, data.measured.get("data_file_bytes", 0), weightless_bytes, weight),
+        want_fail=False)
+    say("CONTROL", "run", check_run(row, "weighted", weighted / "model.pte", weighted / data_file, model, example, backends),
+        want_fail=False)
+
+    # Weights left in the program.
+    inprogram = outdir / "weights-in-program"
+    export(row, model, example, inprogram, external=False)
+    found = check_data_file("weighted", inprogram, data_file, required=True)
+    if found.status is Status.PASS:
+        found = check_weights_in_data_file(data_file, found.measured["data_file_bytes"], weightless_bytes, weight)
+    say("MUTANT", "weights left in the program", found)
+
+    # A declined partition.
+    declined = outdir / "declined"
+    export(row, model, example, declined, partitioned=False)
+    say("MUTANT", "declined partition", check_delegated("weighted", declined / "model.pte", row.backend.delegate_id))
+
+    # A wrong key: the data file's weights blob under another name of the same length.
+    wrong = outdir / "wrong-key"
+    shutil.copytree(weighted, wrong)
+    # the weights blob: CUDA names it ..._weights_blob; XNNPACK's largest blob is the weight matrix
+    key = max(read_data_file(wrong / data_file).blobs, key=lambda blob: (blob.key.endswith("weights_blob"), blob.size)).key
+    raw = (wrong / data_file).read_bytes()
+    (wrong / data_file).write_bytes(raw.replace(key.encode(), ("0" if key[0] != "0" else "1").encode() + key[1:].encode(), 1))
+    say("MUTANT", "wrong key (data file)", check_data_file("weighted", wrong, data_file, required=True))
+    say("MUTANT", "wrong key (run)", check_run(row, "weighted", wrong / "model.pte", wrong / data_file, model, example, backends))
+
+    # Weights missing from the data file: the weightless program's data file beside the weighted program.
+    if (weightless / data_file).is_file():
+        missing = outdir / "weights-missing"
+        shutil.copytree(weighted, missing)
+        shutil.copy(weightless / data_file, missing / data_file)
+        say("MUTANT", "weights missing (data file)", check_data_file("weighted", missing, data_file, required=True))
+        say("MUTANT", "weights missing (run)", check_run(row, "weighted", missing / "model.pte", missing / data_file, model, example,
+                                                         backends))
+    else:
+        print(f"SKIP {layout} weights missing: the weightless model wrote no {data_file} to stand in", flush=True)
+
+    # Outputs off by 0.01.
+    outputs = run_program(weighted / "model.pte", weighted / data_file, example)
+    say("MUTANT", "outputs off by 0.01", compare("weighted", [o + 0.01 for o in outputs], model(*example).detach()))
+    print(f"{layout}: {'every mutant FAILed by its own check, the control PASSed' if not bad else f'{bad} WRONG'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
