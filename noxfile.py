@@ -6,7 +6,7 @@ A bare `nox` runs only the gate's own tests (marked * below). nox marks every ot
 ("skipped") because a bare `nox` does not run it: each row runs when named, with its wheel.
 Row sessions run in nox's own interpreter (``venv_backend="none"``) so that the
 wheel is read, and a wheel that cannot run is refused, before any environment is
-built; ``smoke.environment`` then builds the isolated one. Options: ``--help``.
+built; ``smoke.environment.build`` then builds the isolated one. Options: ``--help``.
 """
 
 from __future__ import annotations
@@ -81,9 +81,7 @@ def compare(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def benchmark(session: nox.Session) -> None:
     """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--budget S] [--output FILE])."""
-    from smoke import benchmark as bench
-
-    _verdict(session, "benchmark", bench.main(list(session.posargs)))
+    _verdict(session, "benchmark", cli.benchmark_main(list(session.posargs)))
 
 
 @nox.session(python="3.11")

@@ -24,11 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from smoke import devicecode, shipped, stages  # noqa: E402
+from smoke import stages
 from smoke.backends import cuda  # noqa: E402
+from smoke.checks import shipped
+from smoke.readers import devicecode  # noqa: E402
+from smoke.readers.wheel import read_wheel  # noqa: E402
+from smoke.readers.wheelcopy import rewrite_wheel  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
-from smoke.wheel import read_wheel  # noqa: E402
-from smoke.wheelcopy import rewrite_wheel  # noqa: E402
 
 
 def main(wheel_path: str, out: str) -> int:
@@ -54,8 +56,8 @@ def main(wheel_path: str, out: str) -> int:
     print(f"torch {torch.__version__} arch list: {' '.join(torch_archs)}")
     source = Path(wheel_path)
     label = f"{source.name.split('-')[1]}+cu130"
-    edit = lambda text: re.sub(r"^Version: .*$", f"Version: {label}", text, count=1, flags=re.M) + \
-        "Requires-Dist: nvidia-cuda-runtime==13.0.96\n"
+    def edit(text: str) -> str:
+        return re.sub(r"^Version: .*$", f"Version: {label}", text, count=1, flags=re.M) + "Requires-Dist: nvidia-cuda-runtime==13.0.96\n"
     copy = rewrite_wheel(source, Path(out), new_name=source.name.replace(source.name.split("-")[1], label, 1),
                          metadata=edit, add={"executorch/backends/cuda/libaoti_cuda_shims.so": chosen.read_bytes()})
     wheel = read_wheel(copy)

@@ -31,10 +31,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from smoke.artifacts import read_data_file  # noqa: E402
-from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
-from smoke.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
+from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
+from smoke.child.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
 from smoke.results import Status  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
+
 
 def _write(program, folder: Path) -> None:
     (folder / "model.pte").write_bytes(program.buffer)

@@ -29,7 +29,7 @@ from flatbuffers.table import Table
 
 from smoke.backends import for_delegate
 from smoke.errors import EXIT_CANNOT_RUN, EXIT_FAILED
-from smoke.tables import ArtifactError, data_segments, guard, root, slot, string, ubytes, uint, vector
+from smoke.readers.tables import ArtifactError, data_segments, guard, root, slot, string, ubytes, uint, vector
 
 # program.fbs field indices.
 _PROGRAM_EXECUTION_PLAN = 1

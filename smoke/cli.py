@@ -40,7 +40,8 @@ def inspect_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="nox -s inspect --", description="Run the checks on the wheel file alone: no environment, no GPU, no torch.")
     p.add_argument("wheel", type=Path, help="the executorch .whl to inspect")
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
-                   help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: CPU rows for a CPU build, CUDA rows for a +cuXXX one)")
+                   help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: "
+                        "CPU rows for a CPU build, CUDA rows for a +cuXXX one)")
     options.add(p, ("fail_fast", "report_dir"))
     return p
 
@@ -86,7 +87,7 @@ def inspect_main(argv: list[str]) -> int:
     # for every session (`nox -l` too), in nox's own interpreter, which `nox -s tests` asks only nox of.
 
     def work() -> int:
-        from smoke import inspect  # inside the edge: a tool of the gate's own missing is one ERROR line
+        from smoke.commands import inspect  # inside the edge: a tool of the gate's own missing is one ERROR line
 
         args = inspect_parser().parse_args(argv)
         return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "report_dir")), args.row)
@@ -104,7 +105,7 @@ def summary_parser() -> argparse.ArgumentParser:
 
 def summary_main(argv: list[str]) -> int:
     def work() -> int:
-        from smoke import summary  # inside the edge: a tool of the gate's own missing is one ERROR line
+        from smoke.commands import summary  # inside the edge: a tool of the gate's own missing is one ERROR line
 
         args = summary_parser().parse_args(argv)
         return summary.summary(args.reports, args.release, args.output)
@@ -113,7 +114,7 @@ def summary_main(argv: list[str]) -> int:
 
 
 def compare_parser() -> argparse.ArgumentParser:
-    from smoke.compare import PASSED_ON
+    from smoke.commands.compare import PASSED_ON
 
     p = _Parser(prog="nox -s compare --", description="Judge OLD and NEW on one row and report what changed: checks side by "
                 "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD, FAIL on NEW; outputs "
@@ -131,11 +132,20 @@ def compare_parser() -> argparse.ArgumentParser:
 
 def compare_main(argv: list[str]) -> int:
     def work() -> int:
-        from smoke import compare  # inside the edge: a tool of the gate's own missing is one ERROR line
+        from smoke.commands import compare  # inside the edge: a tool of the gate's own missing is one ERROR line
 
         args = compare_parser().parse_args(argv)
         return compare.compare(args.old, args.new, args.row, args.static_only, args.report_dir, args.env_dir,
                                compare.row_arguments(args))
+
+    return _at_the_edge(work)
+
+
+def benchmark_main(argv: list[str]) -> int:
+    def work() -> int:
+        from smoke.commands import benchmark  # inside the edge, as every command's modules
+
+        return benchmark.main(argv)
 
     return _at_the_edge(work)
 
@@ -148,12 +158,10 @@ def main(argv: list[str], row: str | None = None) -> int:
     if row is None and argv[:1] == ["compare"]:
         return compare_main(argv[1:])
     if row is None and argv[:1] == ["benchmark"]:
-        from smoke import benchmark
-
-        return benchmark.main(argv[1:])
+        return benchmark_main(argv[1:])
 
     def work() -> int:
-        from smoke import gate  # imported when a command runs, inside the edge (see inspect_main)
+        from smoke.commands import gate  # imported when a command runs, inside the edge (see inspect_main)
 
         args = parser(row).parse_args(argv)
         name = row or args.row
@@ -164,7 +172,7 @@ def main(argv: list[str], row: str | None = None) -> int:
             if value is not None and not value.is_dir():
                 raise UsageError(f"--{flag.replace('_', '-')} {str(value)!r} is not a directory")
         if args.torch_from is not None:
-            from smoke.environment import torch_site_packages
+            from smoke.environment.build import torch_site_packages
 
             torch_site_packages(args.torch_from)  # no torch there: one line now, before anything is built
         return gate.gate(ROWS[name], options.from_args(args))

@@ -3,7 +3,7 @@ child's arguments are all derived from it, and each default is stated here once.
 
 ``Options`` (the parsed options of a row run) is made from the table; ``parser`` builds the
 row's ``argparse`` parser (and ``inspect`` takes the entries it shares by name); the entries
-marked ``env`` are what ``smoke.environment`` reads, and those marked ``child`` are passed on
+marked ``env`` are what ``smoke.environment.build`` reads, and those marked ``child`` are passed on
 to the child process, which parses them with the same entries (``child_parser``).
 """
 
@@ -38,7 +38,7 @@ class Opt:
     action: str | None = None  # "store_true", "store_false"
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
-    env: bool = False  # one of the environment's options (smoke.environment.EnvOptions)
+    env: bool = False  # one of the environment's options (smoke.environment.build.EnvOptions)
     child: bool = False  # passed on to the child process
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
@@ -127,3 +127,18 @@ def child_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         if opt.child:
             opt.add_to(parser)
     return parser
+
+
+def markdown() -> str:
+    """The table of a row's options as docs/options.md shows it, made from ROW_OPTIONS (a test keeps the two equal)."""
+    lines = ["| option | what it does |", "|---|---|"]
+    for opt in ROW_OPTIONS:
+        if opt.flag is None:
+            name = "`WHEEL`"
+        elif opt.action in ("store_true", "store_false"):
+            name = f"`{opt.flag}`"
+        else:
+            value = opt.metavar or ("|".join(opt.choices) if opt.choices else opt.dest.upper())
+            name = f"`{opt.flag} {value}`"
+        lines.append(f"| {name} | {opt.help.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines)

@@ -3,14 +3,14 @@
 One object a line, flushed and synced as it goes, so that a crash loses nothing already decided:
 
 - ``{"kind": "facts", ...}``: versions of executorch, torch, Python; the device.
-- ``{"kind": "probe", ...}``: ``smoke.probe.probe()``, for the parent's environment checks.
+- ``{"kind": "probe", ...}``: ``smoke.child.probe.probe()``, for the parent's environment checks.
 - ``{"kind": "phase", "name": ..., "event": "start"|"end", "seconds": ...}``
 - ``{"kind": "check", "name", "status": "pass"|"fail"|"skip", "reason", "measured"}``
 - ``{"kind": "log", "text": ...}``: a traceback, for the log only.
 - ``{"kind": "end"}``: the last line; without it the child did not finish.
 
 ``Recorder`` is the child's side; the parent's (start the child, follow the record, judge a child
-that crashed, hung or spoke garbage) is ``smoke.follow``.
+that crashed, hung or spoke garbage) is ``smoke.environment.follow``.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ class Run:
     started: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     seconds: float = 0.0
     exit_code: int | None = None
-    libraries: Any = None  # smoke.elf.Libraries, read once and shared by the checks; not reported
-    loader_env: dict[str, list[str]] | None = None  # smoke.loaderenv: what was removed from the caller's environment
+    libraries: Any = None  # smoke.readers.elf.Libraries, read once and shared by the checks; not reported
+    loader_env: dict[str, list[str]] | None = None  # smoke.environment.loaderenv: what was removed from the caller's environment
 
     @property
     def verdict(self) -> str:

@@ -16,7 +16,7 @@ from smoke.backends import CUDA_ARCHS, Backend, Cuda, Xnnpack
 from smoke.errors import WrongPlatform
 
 if TYPE_CHECKING:
-    from smoke.wheel import Interpreter, Wheel
+    from smoke.readers.wheel import Interpreter, Wheel
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class Row:
     execution_required: bool  # a missing device is a FAIL, not a SKIP
     description: str
     # The operating system the wheel is for (linux, macos, windows): which file checks judge it
-    # (smoke.pipeline), and where the row can install and run it; on another host it runs its file
-    # checks and names the rest as skipped (smoke.gate).
+    # (smoke.checks.pipeline), and where the row can install and run it; on another host it runs its file
+    # checks and names the rest as skipped (smoke.commands.gate).
     system: str = "linux"
 
 
@@ -47,7 +47,7 @@ ROWS: dict[str, Row] = {
             "CPU wheel, macOS arm64: Mach-O file checks on any host; on macOS, the environment and XNNPACK's export, load and run with model.ptd",
             system="macos"),
         Row("cpu_windows_x86_64", "amd64", Xnnpack(), False,
-            "CPU wheel, Windows x86_64: PE file checks on any host; the installed half (environment, export, load, run) is not built yet and skips, saying so",
+            "CPU wheel, Windows x86_64: PE file checks on any host; the installed half (environment, export, load, run) is not built yet and skips, saying so",  # noqa: E501 (nox -l prints it whole)
             system="windows"),
     )
 }
@@ -69,9 +69,9 @@ RELEASE_ROWS: dict[str, tuple[str, ...]] = {
 
 
 def _wheel():
-    """smoke.wheel, imported when a function here needs it: the child imports this module inside the
+    """smoke.readers.wheel, imported when a function here needs it: the child imports this module inside the
     wheel's environment, which has no packaging (tests/test_child_process.py)."""
-    from smoke import wheel
+    from smoke.readers import wheel
 
     return wheel
 

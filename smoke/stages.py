@@ -2,10 +2,10 @@
 
 A ``Check`` is a name (what the reports, the summary, the release rule and the benchmark call
 it), the stage that decides it, its place in that stage, and the function that decides it where
-the parent does (``None`` where the child decides it, in ``smoke.child``). The stages run in
+the parent does (``None`` where the child decides it, in ``smoke.child.run``). The stages run in
 order: the wheel file, the environment, the child. The child's own checks are declared here;
-the others beside their functions (``smoke.shipped``, ``smoke.policy``, ``smoke.resolve``,
-``smoke.installed``, ``smoke.backends``); ``smoke.pipeline`` gathers a row's.
+the others beside their functions (``smoke.checks.shipped``, ``smoke.checks.policy``, ``smoke.checks.resolve``,
+``smoke.checks.installed``, ``smoke.backends``); ``smoke.checks.pipeline`` gathers a row's.
 
 This module imports nothing heavy: the child imports it inside the gate's environment.
 """
@@ -40,16 +40,16 @@ class Check:
         return tuple(self.of(model) for model in MODELS) if self.per_model else (self.name,)
 
 
-# Decided in the child (smoke.child, smoke.checks), and by the parent about the child itself.
+# Decided in the child (smoke.child.run, smoke.checks.exported), and by the parent about the child itself.
 EXPORT = Check("export", CHILD, 20, per_model=True)
 DELEGATE = Check("delegate", CHILD, 30, per_model=True)
 DATA_FILE = Check("data file", CHILD, 40, per_model=True)
 WEIGHTS = Check("weights in the data file", CHILD, 50)
 RUN = Check("run with data file", CHILD, 60, per_model=True)
 NEGATIVE = Check("negative control (weighted, no data file)", CHILD, 70)
-# A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.portable).
+# A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.child.portable).
 PORTABLE = Check("portable kernels", CHILD, 75)
-# Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.extensions).
+# Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.child.extensions).
 EXTENSIONS = Check("extension modules import", CHILD, 80)
 CHILD_PROCESS = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
 CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CHILD_PROCESS)
@@ -69,7 +69,7 @@ def load_phase(model: str) -> str:
 MUST_EXECUTE = (*EXPORT.names(), *DELEGATE.names(), *DATA_FILE.names(), WEIGHTS.name, *RUN.names(), NEGATIVE.name,
                 PORTABLE.name)
 # A row that must execute and left one of MUST_EXECUTE unrun (skipped, or never reported) FAILs by this
-# result, which names them: it never PASSes with skips (smoke.gate).
+# result, which names them: it never PASSes with skips (smoke.commands.gate).
 EXECUTED = Check("must execute", CHILD, 98)
 
 

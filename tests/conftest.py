@@ -7,7 +7,6 @@ import pytest
 
 from tests.helpers import declare_torch, make_cuda_wheel, pypi_wheel, rewrite_wheel
 
-
 # Fixtures that download from the package index (PyPI's wheels, kept in .gate/test-wheels after the
 # first time); a test that takes one, directly or through another fixture, is marked `network`.
 DOWNLOADING = {"wheel_x86_64", "wheel_aarch64", "wheel_1_2_0", "pypi_1_4_1", "declared_x86_64", "declared_aarch64"}
@@ -57,7 +56,9 @@ def wheel_1_2_0() -> Path:
 def slim_x86_64(wheel_x86_64, tmp_path_factory) -> Path:
     """PyPI's x86_64 wheel with only its metadata and its shared libraries (RECORD rewritten to match):
     the same real files where the checks look, a tenth of the time to copy in each test."""
-    keep = lambda name: ".dist-info/" in name or (".so" in name.rsplit("/", 1)[-1])
+    def keep(name: str) -> bool:
+        return ".dist-info/" in name or (".so" in name.rsplit("/", 1)[-1])
+
     return rewrite_wheel(wheel_x86_64, tmp_path_factory.mktemp("slim"), keep=keep)
 
 
@@ -77,7 +78,7 @@ def copy_artifacts(tmp_path):
 def exported(tmp_path_factory):
     """The child's two models exported through XNNPACK with executorch 1.5.1, once per test run."""
     from smoke.backends.xnnpack import export_xnnpack
-    from smoke.models import models
+    from smoke.child.models import models
 
     root = tmp_path_factory.mktemp("exports")
     made = {}

@@ -12,9 +12,9 @@ import textwrap
 import zipfile
 from pathlib import Path
 
-from smoke.follow import judge_child, run_child
-from smoke.wheel import read_wheel
-from smoke.wheelcopy import rewrite_wheel
+from smoke.environment.follow import judge_child, run_child
+from smoke.readers.wheel import read_wheel
+from smoke.readers.wheelcopy import rewrite_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

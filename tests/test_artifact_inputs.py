@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from smoke import artifacts
-from smoke.tables import ArtifactError
+from smoke.readers.tables import ArtifactError
 from tests.helpers import CPU, H200, REPO, WHEEL_CACHE
 
 PTE = CPU / "weighted" / "model.pte"
@@ -142,7 +142,7 @@ def test_a_wheel_is_one_error():
 
 def test_the_command_line_names_one_exception_class_however_it_is_started(tmp_path):
     # As `python -m smoke.artifacts` the module runs as __main__; the readers it calls are still smoke.artifacts',
-    # and what they raise, whatever is wrong, is smoke.tables.ArtifactError (OSError included).
+    # and what they raise, whatever is wrong, is smoke.readers.tables.ArtifactError (OSError included).
     for path in ("/dev/zero", tmp_path, tmp_path / "absent.pte"):
         with pytest.raises(ArtifactError):
             artifacts.read(path)

@@ -168,7 +168,7 @@ DECLINED = CPU / "declined" / "model.pte"  # x + y through 1.5.1's exporter with
 def test_a_program_with_only_empty_segments_and_no_extended_header_is_read():
     """The runtime reads it (program.cpp: no header, the program is the whole file; it loads and
     matches eager): the reader must too, and the delegate check then fails it for what is wrong."""
-    from smoke.checks import check_delegated
+    from smoke.checks.exported import check_delegated
 
     data = DECLINED.read_bytes()
     assert data[8:12] != b"eh00"

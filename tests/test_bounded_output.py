@@ -11,19 +11,21 @@ cases write megabytes; the slow ones run at the real caps.
 from __future__ import annotations
 
 import io
-import re
 import json
 import os
+import re
 import sys
 import tracemalloc
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from smoke import follow, proc
+from smoke import proc
+from smoke.environment import follow
+from smoke.environment.follow import judge_child, run_child
 from smoke.errors import GateError
-from smoke.follow import judge_child, run_child
 from smoke.results import Status
 from tests.helpers import CHECK
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file
 from smoke.results import Status
 from tests.helpers import CPU, H200
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from smoke.backends.cuda import check_device
-from smoke.follow import judge_child, run_child
+from smoke.environment.follow import judge_child, run_child
 from smoke.results import Status
 from smoke.rows import ROWS
 from tests.helpers import CHECK, PHASE, fake_child
@@ -25,7 +25,8 @@ def test_a_finished_child_is_not_judged(tmp_path):
 
 
 def test_a_crashing_child_is_a_failure_naming_the_signal_and_phase(tmp_path):
-    outcome, verdict, seen = fake_child(tmp_path, f"w({CHECK!r}); w({PHASE!r}); print('about to crash'); sys.stdout.flush(); os.kill(os.getpid(), signal.SIGSEGV)")
+    body = f"w({CHECK!r}); w({PHASE!r}); print('about to crash'); sys.stdout.flush(); os.kill(os.getpid(), signal.SIGSEGV)"
+    outcome, verdict, seen = fake_child(tmp_path, body)
     assert seen and seen[0].status is Status.PASS  # what was decided before the crash is kept
     assert verdict.status is Status.FAIL
     assert "ended by SIGSEGV during 'load and run (weighted)'" in verdict.reason
@@ -57,7 +58,7 @@ def test_device_check_per_row(row, facts, status, text):
 
 def test_fail_fast_on_an_environment_check_ends_the_child_at_once(tmp_path):
     # The child reports its probe, then would go on for a minute; the parent's callback stops it.
-    from smoke.follow import StopChild
+    from smoke.environment.follow import StopChild
 
     probe = json.dumps({"kind": "probe", "torch": "2.13.0+cpu", "backends": []})
 
@@ -76,7 +77,7 @@ def test_fail_fast_on_an_environment_check_ends_the_child_at_once(tmp_path):
 def test_an_export_process_that_dies_without_its_result_is_a_failure(tmp_path):
     import subprocess
 
-    from smoke.exports import collect_export
+    from smoke.child.exports import collect_export
     from smoke.record import Recorder
 
     helper = subprocess.Popen([sys.executable, "-c", "print('killed by the OOM killer, say'); raise SystemExit(9)"],
@@ -94,7 +95,7 @@ def test_the_child_imports_no_reader_of_the_gates_own():
     own tools: importing it (and its backends) must pull in neither packaging nor pyelftools."""
     import subprocess
 
-    code = ("import sys, smoke.child, smoke.exports, smoke.negative; "
+    code = ("import sys, smoke.child.run, smoke.child.exports, smoke.child.negative; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'packaging', 'elftools', 'torch', 'executorch'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent).stdout

@@ -107,16 +107,18 @@ def test_bad_input_is_one_line_and_exit_2_and_leaves_nothing(wheel_x86_64, tmp_p
     assert not list(scratch.iterdir())  # no artifacts folder, nothing left behind
 
 
-def test_every_option_of_the_table_is_in_help_and_in_the_readme():
+def test_every_option_of_the_table_is_in_help_and_in_docs_options_md():
     from smoke import cli, options
 
     shown = cli.parser("cpu_x86_64").format_help()
-    readme = (REPO / "README.md").read_text()
+    page = (REPO / "docs" / "options.md").read_text()
     flags = [opt.flag for opt in options.ROW_OPTIONS if opt.flag]
     assert len(flags) == len(options.ROW_OPTIONS) - 1  # all but the wheel itself
     for flag in flags:
         assert flag in shown, flag
-        assert f"`{flag}" in readme, flag
+        assert f"`{flag}" in page, flag
+    # the page's table is the one the options table makes, word for word
+    assert options.markdown() in page
 
 
 def test_the_childs_arguments_come_from_the_same_table():

@@ -18,12 +18,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from smoke import compare, markup
+from smoke import markup
+from smoke.child.models import ATOL, RTOL
+from smoke.commands import compare
 from smoke.errors import GateError
-from smoke.models import ATOL, RTOL
-from smoke.wheelcopy import rewrite_wheel
+from smoke.readers.wheelcopy import rewrite_wheel
 from tests.helpers import DEVICE_CODE, REPO, cuda_parts, make_cuda_wheel, nox, release_wheel
 
 SCHEMA = json.loads((REPO / "docs" / "compare-schema.json").read_text())
@@ -501,9 +503,10 @@ def _command_lines() -> list[str]:
 
 
 def test_a_run_check_records_its_outputs_for_compare():
-    """What compare sets side by side: smoke.models.compare keeps each output's values (flattened, the first 256)."""
+    """What compare sets side by side: smoke.child.models.compare keeps each output's values (flattened, the first 256)."""
     torch = pytest.importorskip("torch")
-    from smoke.models import OUTPUT_VALUES, compare as judge
+    from smoke.child.models import OUTPUT_VALUES
+    from smoke.child.models import compare as judge
 
     out = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 3
     result = judge("weighted", [out], out.clone())

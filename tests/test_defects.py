@@ -13,16 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from smoke import shipped
-from smoke.stages import CHILD_PROCESS
 from smoke.backends import cuda_checks
-from smoke.checks import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.checks import shipped
+from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
-from tests.helpers import CPU, DATA, DEVICE_CODE, H200, H200_MAIN, rewrite_wheel
-from tests.helpers import CHECK, PHASE, fake_child
-from tests.helpers import SHIMS, cuda_parts, make_cuda_wheel
+from smoke.stages import CHILD_PROCESS
+from tests.helpers import CHECK, CPU, DATA, DEVICE_CODE, H200, H200_MAIN, PHASE, SHIMS, cuda_parts, fake_child, make_cuda_wheel, rewrite_wheel
 
 CUDA, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
 slow = pytest.mark.slow
@@ -36,7 +34,7 @@ def _file_check(fn, wheel, row=CUDA):
 
 def with_cuda_build_libraries(ctx, variant: str):
     """The CUDA wheel with the real 1.2.0 CUDA build's extension and shims (their symbol tables) in it,
-    labelled 1.2.0 (smoke.owners judges a release by its layout, and these are the 1.2 layout's libraries)."""
+    labelled 1.2.0 (smoke.checks.owners judges a release by its layout, and these are the 1.2 layout's libraries)."""
     folder = DATA / "cuda-executorch-1.2.0"
     pybind = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
     parts = {**cuda_parts(ctx.slim), **{path: (folder / f"{variant}--{path.replace('/', '--')}").read_bytes()
@@ -187,7 +185,7 @@ def program_with_no_delegate(ctx):
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
-    from smoke.models import models
+    from smoke.child.models import models
 
     model, example = models()["weighted"]
     program = to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch()
@@ -216,7 +214,7 @@ def program_partly_delegated(ctx):
 # --- loading and running, on a real XNNPACK export -------------------------------------------
 
 def _run_with(ctx, ptd: Path):
-    from smoke.models import check_run, models, registered_backends
+    from smoke.child.models import check_run, models, registered_backends
 
     model, example = models()["weighted"]
     return check_run(CPU_ROW, "weighted", ctx.exported["weighted"] / "model.pte", ptd, model, example, registered_backends())
@@ -258,8 +256,8 @@ def weights_baked_into_the_program(ctx):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    from smoke.models import models
-    from smoke.negative import negative_control
+    from smoke.child.models import models
+    from smoke.child.negative import negative_control
 
     model, example = models()["weighted"]
     program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()]).to_executorch()
@@ -357,7 +355,7 @@ def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_path, monkeypatch):
-    from smoke.negative import negative_control
+    from smoke.child.negative import negative_control
 
     ctx = Context(request, tmp_path, monkeypatch)
     assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.backend.data_file).status is Status.PASS

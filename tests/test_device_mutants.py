@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_every_mutant_fails_by_its_own_check_and_the_control_passes(tmp_path):
-    from smoke.models import models
+    from smoke.child.models import models
     from smoke.rows import ROWS
 
     work = tmp_path / "work"

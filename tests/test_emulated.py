@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from smoke.pipeline import result_names
+from smoke.checks.pipeline import result_names
 from smoke.rows import ROWS
 from tests.helpers import REPO, declare_torch, pypi_wheel
 

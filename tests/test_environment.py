@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from smoke import environment, installer, options as opts
-from smoke.environment import plan_no_deps
-from smoke.wheel import probe_interpreter, read_wheel
+from smoke import options as opts
+from smoke.environment import build as environment
+from smoke.environment import installer
+from smoke.environment.build import plan_no_deps
+from smoke.readers.wheel import probe_interpreter, read_wheel
 
 LINUX_312 = {"python_version": "3.12", "platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux"}
 REQS = [Requirement(r) for r in ("torch>=2.11.0", "torchao>=0.17.0", "pytest<9.0", 'coremltools==9.0; platform_system == "Darwin"', "kgb")]
@@ -135,7 +137,7 @@ def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_an
 
     said: list[str] = []
     wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
-    from smoke import pairing
+    from smoke.readers import pairing
 
     options = environment.EnvOptions(env_dir=env_dir, constraints=pairing.constraints_for(wheel, None),
                                      **{**opts.for_environment(opts.Options()), "reuse_env": True})

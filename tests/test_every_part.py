@@ -1,10 +1,10 @@
 """Issue 28: every part of the wheel exercised, not only the path the smoke models take.
 
-- ``libraries load``, ``libraries load before torch``, ``registered once`` (smoke.loads): real libraries of
+- ``libraries load``, ``libraries load before torch``, ``registered once`` (smoke.child.loads): real libraries of
   PyPI's 1.5.1 installed into a bare virtual environment (as tests/test_extensions.py does), with a stand-in
   ``torch`` package that loads a library by path as torch loads libtorch; mutants made with patchelf; and
   one slow end-to-end run of the row on a mutant of the real wheel.
-- ``no duplicate content`` (smoke.duplicates) and ``imports declared`` (smoke.imports): the real wheels of
+- ``no duplicate content`` (smoke.checks.duplicates) and ``imports declared`` (smoke.checks.imports): the real wheels of
   1.0.0 to 1.5.1 and their mutants, through the check functions and ``python -m smoke inspect``.
 """
 
@@ -20,15 +20,18 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from smoke import duplicates, imports, loads, loaderenv
+from smoke.checks import duplicates, imports
+from smoke.checks.shipped import read_libraries
+from smoke.child import loads
+from smoke.environment import loaderenv
 from smoke.errors import GateError
+from smoke.readers.wheel import read_wheel
+from smoke.readers.wheelcopy import rewrite_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.shipped import read_libraries
-from smoke.wheel import read_wheel
-from smoke.wheelcopy import rewrite_wheel
 from tests.helpers import PUBLIC_RELEASES, REPO, release_wheel
 
 RELEASES = REPO / ".gate" / "release-table" / "wheels"
@@ -94,7 +97,7 @@ def real_files(wheel_x86_64):
 
 def _loads(python: Path, out: Path) -> dict[str, object]:
     env = loaderenv.for_environment(python, REPO).env
-    ran = subprocess.run([python, "-m", "smoke.loads", out], env=env, cwd=REPO, timeout=300, capture_output=True, text=True)
+    ran = subprocess.run([python, "-m", "smoke.child.loads", out], env=env, cwd=REPO, timeout=300, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return {result.name: result for result in loads.judge(json.loads(out.read_text()))}
 

@@ -1,4 +1,4 @@
-"""smoke.extensions: every extension module the installed wheel ships imports, each in a process of its
+"""smoke.child.extensions: every extension module the installed wheel ships imports, each in a process of its
 own, in the clean loader environment; a failure names the module and the loader's message.
 
 The real-process tests install real files of PyPI's 1.5.1 wheel (``data_loader``, which needs
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from smoke import extensions, loaderenv
+from smoke.child import extensions
+from smoke.environment import loaderenv
 from smoke.results import Status
 from tests.helpers import REPO
 
@@ -73,7 +74,7 @@ def real_files(wheel_x86_64):
 
 
 def _import_all(python: Path, env: dict[str, str], out: Path) -> dict:
-    subprocess.run([python, "-m", "smoke.extensions", out], env=env, cwd=REPO, check=True, timeout=120)
+    subprocess.run([python, "-m", "smoke.child.extensions", out], env=env, cwd=REPO, check=True, timeout=120)
     return json.loads(out.read_text())
 
 
@@ -137,7 +138,7 @@ def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_li
     # delegate's library, which only _C needs; the shell running the gate points LD_LIBRARY_PATH at a copy.
     import jsonschema
 
-    from smoke.wheelcopy import rewrite_wheel
+    from smoke.readers.wheelcopy import rewrite_wheel
     from tests.helpers import SCHEMA, nox
 
     openvino = "executorch/lib/libexecutorch_backend_openvino.so"
@@ -172,17 +173,17 @@ def test_torch_from_another_environment_stands_in_for_site_packages_and_says_so(
     import subprocess
     import sys
 
-    from smoke import extensions
+    from smoke.child import extensions
     from tests.helpers import REPO
 
     other = tmp_path / "other-env"
     (other / "torch").mkdir(parents=True)
     (other / "torch" / "__init__.py").write_text("")
-    code = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.extensions import torch_outside; print(torch_outside())"
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.child.extensions import torch_outside; print(torch_outside())"
     ran = subprocess.run([sys.executable, "-c", code, str(other)], capture_output=True, text=True, cwd=REPO)
     assert ran.stdout.strip() == str(other / "torch" / "lib"), ran.stderr
     # Here torch is pip-installed beside the rest: nothing stands in.
-    ran = subprocess.run([sys.executable, "-c", "from smoke.extensions import torch_outside; print(torch_outside())"],
+    ran = subprocess.run([sys.executable, "-c", "from smoke.child.extensions import torch_outside; print(torch_outside())"],
                          capture_output=True, text=True, cwd=REPO)
     assert ran.stdout.strip() == "None", ran.stderr
     result = extensions.judge([{"module": "executorch.extension.pybindings._portable_lib", "error": None, "seconds": 1.0}], 1.0,

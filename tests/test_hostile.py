@@ -62,7 +62,7 @@ def test_a_folder_that_cannot_be_made_is_one_line(wheel_x86_64, tmp_path):
 
 def test_a_marked_folder_is_the_gates_own(tmp_path):
     """The mark is what makes a non-empty folder the gate's: claim, fill, claim again, empty."""
-    from smoke import owned
+    from smoke.environment import folders as owned
 
     first = owned.claim(tmp_path / "env", "environment folder", "--env-dir")
     (first.path / "bin").mkdir()
@@ -75,7 +75,7 @@ def test_a_marked_folder_is_the_gates_own(tmp_path):
 
 def test_a_held_folder_is_kept_unless_discarded_or_made_and_left_unused(tmp_path):
     """owned.held: what the run lets go of at its end, however it ends."""
-    from smoke import owned
+    from smoke.environment import folders as owned
     from smoke.errors import Interrupted
 
     with owned.held(owned.claim(tmp_path / "made", "work folder", "--workdir")):
@@ -104,7 +104,7 @@ def test_a_held_folder_is_kept_unless_discarded_or_made_and_left_unused(tmp_path
 HOLD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from smoke import owned
+    from smoke.environment import folders as owned
     held = owned.claim(Path(sys.argv[1]), "environment folder", "--env-dir")
     print("held", flush=True)
     time.sleep(60)
@@ -124,7 +124,7 @@ def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with
     finally:
         holder.kill()
         holder.wait()
-    from smoke import owned
+    from smoke.environment import folders as owned
 
     owned.claim(env_dir, "environment folder", "--env-dir").release()  # killed holder: no stale lock
 
@@ -134,7 +134,8 @@ def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with
 DRIVER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from smoke import cli, follow
+    from smoke import cli
+    from smoke.environment import follow
     work = Path(sys.argv[1])
     # A child that starts a process of its own (as the negative control and the export helper are), then waits.
     child = [sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen(['sleep', '300']); "

@@ -1,4 +1,4 @@
-"""The checks on the installed environment, judged from what smoke.probe reads there.
+"""The checks on the installed environment, judged from what smoke.child.probe reads there.
 
 The probe's facts are tabled here as the probe prints them (the CPU row's integration run
 and the H200 run produce real ones); the CUDA libraries are resolved against a real folder
@@ -13,19 +13,18 @@ import sys
 
 import pytest
 
-from smoke import installed, shipped
 from smoke.backends import cuda_checks
+from smoke.checks import installed, shipped
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
-from tests.helpers import REPO
-from tests.helpers import SHIMS
+from tests.helpers import REPO, SHIMS
 
 CUDA, CPU = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
 
 
 def test_the_probe_runs_in_any_environment_and_says_what_is_missing():
-    proc = subprocess.run([sys.executable, "-m", "smoke.probe"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "smoke.child.probe"], capture_output=True, text=True, cwd=REPO, timeout=300)
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
     assert facts["purelib"] and ("torch" in facts or "torch_error" in facts)
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from smoke import environment, installer
+from smoke.environment import build as environment
+from smoke.environment import installer
 from smoke.errors import EnvironmentBuildError
 
 
@@ -85,8 +86,9 @@ def test_uv_and_pip_install_the_same_versions(declared_x86_64, tmp_path):
     """The same wheel through both backends, from the same configured sources: the same distributions and
     versions, each environment's INSTALLER naming the tool that filled it."""
     pytest.importorskip("uv")
-    from smoke import options as opts, pairing
-    from smoke.wheel import probe_interpreter, read_wheel
+    from smoke import options as opts
+    from smoke.readers import pairing
+    from smoke.readers.wheel import probe_interpreter, read_wheel
 
     wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
     found = {}

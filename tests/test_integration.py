@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from smoke.pipeline import result_names
+from smoke.checks.pipeline import result_names
 from smoke.rows import ROWS
 from tests.helpers import nox
 
@@ -42,9 +42,11 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
     assert proc.returncode == 0, out + proc.stderr
     assert "PASS delegate (weighted): model.pte" in out and "runs on XnnpackBackend" in out
     assert "PASS data file (weightless): no model.ptd written" in out
-    sizes = re.search(r"PASS weights in the data file: model\.ptd is (\d+) B, (\d+) B over the weightless model's 0 B, ≥ the 128 B weight matrix", out)
+    sizes = re.search(r"PASS weights in the data file: model\.ptd is (\d+) B, (\d+) B over the weightless model's 0 B, "
+                      r"≥ the 128 B weight matrix", out)
     assert sizes and sizes.group(1) == sizes.group(2)
-    assert re.search(r"PASS run with data file \(weighted\): loaded with model\.ptd, matched eager, max abs diff \S+ \(rtol 0.0001, atol 1e-05\)", out)
+    assert re.search(r"PASS run with data file \(weighted\): loaded with model\.ptd, matched eager, max abs diff \S+ "
+                     r"\(rtol 0.0001, atol 1e-05\)", out)
     assert "PASS negative control (weighted, no data file)" in out
     assert "PASS library RUNPATH: 19 libraries" in out and "PASS wheel RECORD:" in out
     assert "PASS platform tag: 19 ELF files within manylinux_2_28_x86_64 (newest needed: GLIBC_2.27, GLIBCXX_3.4.22" in out
@@ -147,12 +149,12 @@ def test_a_real_export_failing_in_its_own_process_is_a_failure_naming_the_error(
     import subprocess
     import sys
 
-    from smoke.exports import PARALLEL_LABEL, collect_export
+    from smoke.child.exports import PARALLEL_LABEL, collect_export
     from smoke.record import Recorder
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    cmd = [sys.executable, "-m", "smoke.exports", "cpu_x86_64", PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
+    cmd = [sys.executable, "-m", "smoke.child.exports", "cpu_x86_64", PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
     helper = subprocess.Popen(cmd, stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)
     rec = Recorder(tmp_path / "record.jsonl", fail_fast=False)
     assert collect_export(rec, ROWS["cpu_x86_64"], helper, blocker, tmp_path) is False

@@ -1,4 +1,4 @@
-"""smoke.loaderenv: the caller's loader and Python variables do not reach the processes in the built
+"""smoke.environment.loaderenv: the caller's loader and Python variables do not reach the processes in the built
 environment, and the GPU driver's folders are kept only where the loader finds the driver nowhere else."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from smoke import loaderenv
+from smoke.environment import loaderenv
 from tests.helpers import REPO
 
 CALLER = {"PATH": "/usr/bin", "HOME": "/home/u", "LD_LIBRARY_PATH": "/opt/copy", "LD_PRELOAD": "/opt/hook.so",
@@ -116,7 +116,8 @@ def test_the_report_carries_what_was_removed_and_its_schema_says_so(library_path
 
     driver, copies = library_path
     monkeypatch.setattr(loaderenv, "finds_driver_alone", lambda python, env: False)
-    run = Run("cuda_x86_64", exit_code=0, loader_env=loaderenv.clean({"LD_LIBRARY_PATH": f"{copies}{os.pathsep}{driver}", "LD_PRELOAD": "x"}).to_json())
+    caller = {"LD_LIBRARY_PATH": f"{copies}{os.pathsep}{driver}", "LD_PRELOAD": "x"}
+    run = Run("cuda_x86_64", exit_code=0, loader_env=loaderenv.clean(caller).to_json())
     data = to_json(run)
     jsonschema.validate(data, SCHEMA)
     assert data["loader_environment"] == {"removed": ["LD_LIBRARY_PATH", "LD_PRELOAD"], "driver_folders": [str(driver)]}

@@ -1,14 +1,14 @@
 """Malformed ELF files inside a wheel: mutants of a real library of PyPI's 1.5.1 put back into a copy of
 the wheel. Each is the wheel's defect: a FAIL naming the file (never a traceback, never a PASS), and a
 row stops at the file checks without building an environment. Then the ELF reader under hypothesis:
-mutated real library bytes through ``smoke.elf.read_library`` and through ``shipped.read_libraries``
+mutated real library bytes through ``smoke.readers.elf.read_library`` and through ``shipped.read_libraries``
 and the file checks on a one-file wheel, with no exception but ``ElfError`` and bounded memory and time.
 """
 
 from __future__ import annotations
 
-import io
 import hashlib
+import io
 import struct
 import subprocess
 import sys
@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from smoke import elf, pipeline, shipped, stages
+from smoke import stages
+from smoke.checks import pipeline, shipped
+from smoke.readers import elf
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
 from tests.helpers import REPO, declare_torch, rewrite_wheel
 
 THREADPOOL = "executorch/lib/libexecutorch_threadpool.so"

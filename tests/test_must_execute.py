@@ -1,8 +1,9 @@
-"""A row that must execute never PASSes with the seed's checks skipped (smoke.gate.unexecuted, smoke.stages.MUST_EXECUTE)."""
+"""A row that must execute never PASSes with the seed's checks skipped (smoke.commands.gate.unexecuted, smoke.stages.MUST_EXECUTE)."""
 
 from __future__ import annotations
 
-from smoke import gate, stages
+from smoke import stages
+from smoke.commands import gate
 from smoke.results import failed, passed, skipped
 
 

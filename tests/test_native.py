@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pefile
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from smoke import macho, pe
-from smoke.foreign import check_foreign_files
+from smoke.checks.foreign import check_foreign_files
+from smoke.readers import macho, pe
 from smoke.rows import ROWS
 from tests.helpers import REPO, SHIMS, WHEEL_CACHE, cuda_parts, declare_torch, make_cuda_wheel, pypi_wheel, rewrite_wheel
 

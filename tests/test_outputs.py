@@ -17,13 +17,15 @@ import os
 import subprocess
 import sys
 import tracemalloc
-import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from smoke import cli, environment, gate as gate_module, owned, report
+from smoke import cli, report
+from smoke.commands import gate as gate_module
+from smoke.environment import build as environment
 from smoke.errors import GateError
 from smoke.results import failed
 from smoke.rows import ROWS

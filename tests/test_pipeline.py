@@ -1,11 +1,12 @@
-"""smoke.pipeline: the checks declared once, and every real report's checks among them."""
+"""smoke.checks.pipeline: the checks declared once, and every real report's checks among them."""
 
 from __future__ import annotations
 
 import json
 
-from smoke import pipeline, stages
+from smoke import stages
 from smoke.backends import cuda_checks
+from smoke.checks import pipeline
 from smoke.rows import ROWS
 from tests.helpers import REPO
 

@@ -1,4 +1,4 @@
-"""smoke.policy: platform tag, architecture, libraries resolve, dependency libraries installed.
+"""smoke.checks.policy: platform tag, architecture, libraries resolve, dependency libraries installed.
 
 Each check passes on a real wheel (PyPI's 1.5.1 with the torch requirement it lacks) and fails on a
 mutant of it with one defect: a tag its libraries break, a library of another machine, a library
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from smoke import policy, resolve, shipped, stages
+from smoke import stages
+from smoke.checks import policy, resolve, shipped
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
 from tests.helpers import DATA, declare_torch, nox, rewrite_wheel
 
 CPU_ROW = ROWS["cpu_x86_64"]
@@ -208,7 +209,7 @@ H200_BUILD = DATA / "cuda-executorch-1.2.0"
 
 
 def test_the_h200_builds_portable_lib_needs_glibc_2_38_so_manylinux_2_28_is_false():
-    from smoke import elf
+    from smoke.readers import elf
 
     path = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
     lib = elf.read_library(path, (H200_BUILD / f"h200-glibc-2.39--{path.replace('/', '--')}").read_bytes())
@@ -228,9 +229,10 @@ def test_the_h200_builds_portable_lib_needs_glibc_2_38_so_manylinux_2_28_is_fals
 # --- the ELF reader fed hostile bytes ------------------------------------------------------------
 
 def test_a_real_library_with_any_bytes_changed_is_read_or_refused_as_elf_error_never_another_exception(slim_x86_64):
-    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
 
-    from smoke import elf
+    from smoke.readers import elf
 
     with zipfile.ZipFile(slim_x86_64) as archive:
         real = archive.read(THREADPOOL)
@@ -309,7 +311,7 @@ def test_a_symbol_table_with_a_false_entry_size_is_refused_at_once(declared_slim
 
     from elftools.elf.elffile import ELFFile
 
-    from smoke import elf
+    from smoke.readers import elf
 
     with zipfile.ZipFile(declared_slim) as archive:
         data = bytearray(archive.read(THREADPOOL))

@@ -1,4 +1,4 @@
-"""smoke.portable: a program with no delegate, on the wheel's portable kernels (executorch 1.5.1 here).
+"""smoke.child.portable: a program with no delegate, on the wheel's portable kernels (executorch 1.5.1 here).
 
 It passes on a real export, and fails on real material with one defect each: a program that carries a
 delegate (it would not prove the kernels), an output that is not eager's, a program that cannot be read.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from smoke import portable, stages
+from smoke import stages
+from smoke.child import portable
 from smoke.results import Status
 
 

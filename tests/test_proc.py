@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from smoke import installed, proc
+from smoke import proc
+from smoke.checks import installed
 from smoke.errors import EnvironmentBuildError, GateError
 
 

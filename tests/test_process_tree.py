@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from smoke import proc
+from smoke.environment.follow import judge_child, run_child
 from smoke.errors import GateError
-from smoke.follow import judge_child, run_child
 from tests.helpers import REPO
 
 # Each writes the pid of a process that escaped the child's group to sys.argv[1], then sleeps.
@@ -149,7 +149,8 @@ def test_a_process_outside_the_tree_is_left_alone(tmp_path):
 DRIVER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from smoke import cli, follow
+    from smoke import cli
+    from smoke.environment import follow
     work = Path(sys.argv[1])
     child = [sys.executable, "-c", sys.argv[2], str(work / "grandchild.pid")]
     sys.exit(cli._at_the_edge(lambda: follow.run_child(child, work / "record.jsonl", work / "child.log", 600, None,

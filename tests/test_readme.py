@@ -13,10 +13,12 @@ import pytest
 from tests.helpers import H200, REPO
 
 README = (REPO / "README.md").read_text()
+# Where the commands a user is shown live, in the order a newcomer reads them: the front page, then the reference.
+PAGES = ("README.md", "docs/commands.md", "docs/development.md", "docs/options.md", "docs/checks.md", "docs/folders.md")
 
 
-def sh_blocks() -> list[str]:
-    return [block.strip() for block in re.findall(r"```sh\n(.*?)```", README, flags=re.S)]
+def sh_blocks(pages=PAGES) -> list[str]:
+    return [block.strip() for page in pages for block in re.findall(r"```sh\n(.*?)```", (REPO / page).read_text(), flags=re.S)]
 
 
 def test_ci_runs_the_readme_test_command_exactly():
@@ -71,7 +73,7 @@ def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, d
     assert "FAIL cuda_aarch64: no report (the cuda release needs this row)" in proc.stdout
 
 
-# What each of the README's command blocks must do when run in order in a fresh clone, after the quick
+# What each of the command blocks of the README and docs/ must do when run in order in a fresh clone, after the quick
 # start: (exit code, lines its output must hold). Keyed by the block's first words; a block the README
 # gains without an entry here fails the test, so none goes untried.
 _QUICK_START = "python3 -m venv .venv && .venv/bin/python -m pip install -r requirements-gate.txt"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from smoke import shipped
 from smoke.backends import cuda_checks
+from smoke.checks import shipped
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
 from tests.helpers import REPO
 
 SCRIPT = REPO / ".ci" / "release-shape"
@@ -47,7 +47,8 @@ def test_it_says_each_change(shaped):
     assert ("release-shape: the ELF files need GLIBC_2.27, GLIBCXX_3.4.22, CXXABI_1.3.11, GCC_3.4: auditwheel's policy for "
             "that is manylinux_2_27_x86_64") in out
     assert wheel.filename == "executorch-1.2.0+cu130-cp312-cp312-manylinux_2_27_x86_64.whl"
-    assert "release-shape: METADATA: Version 1.2.0 -> 1.2.0+cu130; added Requires-Dist: nvidia-cuda-runtime<14,>=13; platform_system == \"Linux\"" in out
+    assert ("release-shape: METADATA: Version 1.2.0 -> 1.2.0+cu130; added Requires-Dist: nvidia-cuda-runtime<14,>=13; "
+            "platform_system == \"Linux\"") in out
     assert "release-shape: WHEEL: Tag cp312-cp312-linux_x86_64 -> cp312-cp312-manylinux_2_27_x86_64" in out
     line = next(l for l in out.splitlines() if l.startswith("release-shape: RUNPATH executorch/extension/pybindings/_portable_lib"))
     assert "/__w/executorch" in line.split(" -> ")[0] and line.split(" -> ")[1] == "$ORIGIN/../../../torch/lib:$ORIGIN/../../backends/qualcomm"
@@ -96,7 +97,7 @@ def test_a_build_that_labels_itself_and_declares_the_runtime_keeps_both(shaped, 
 
 @pytest.mark.slow
 def test_a_forced_older_tag_is_said_and_fails_the_gates_platform_tag_check(wheel_1_2_0, tmp_path):
-    from smoke import policy
+    from smoke.checks import policy
 
     raw = tmp_path / "executorch-1.2.0-cp312-cp312-linux_x86_64.whl"
     shutil.copy(wheel_1_2_0, raw)

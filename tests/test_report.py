@@ -8,11 +8,12 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import pytest
 
-from smoke import report, summary
+from smoke import report
+from smoke.commands import summary
 from smoke.report import Run
 from smoke.results import failed, passed, skipped
-from smoke.stages import MUST_EXECUTE
 from smoke.rows import RELEASE_ROWS, ROWS
+from smoke.stages import MUST_EXECUTE
 from tests.helpers import SCHEMA
 
 

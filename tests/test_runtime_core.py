@@ -1,4 +1,4 @@
-"""The `one runtime core` file check (smoke/owners.py) and the CUDA layouts, on real libraries and file lists.
+"""The `one runtime core` file check (smoke/checks/owners.py) and the CUDA layouts, on real libraries and file lists.
 
 tests/data/cuda-executorch-1.2.0 holds the dynamic symbol tables of a CUDA build of executorch
 1.2.0 made on the H200 with and without the patch that links the AOTI shims against the one
@@ -15,11 +15,12 @@ import zipfile
 import pytest
 from packaging.version import Version
 
-from smoke import elf, owners, shipped
 from smoke.backends import cuda_checks
+from smoke.checks import owners, shipped
+from smoke.readers import elf
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
 from tests.helpers import DATA, cuda_parts, make_cuda_wheel, pypi_wheel, rewrite_wheel
 
 CUDA_BUILD = DATA / "cuda-executorch-1.2.0"
@@ -129,7 +130,9 @@ def test_a_weak_definition_is_read_apart_and_unique_ones_not_at_all():
     strong = elf.read_library(PORTABLE, data)
     weak = elf.read_library(PORTABLE, rebound(data, "aoti_torch_", 2))  # STB_WEAK
     unique = elf.read_library(PORTABLE, rebound(data, "aoti_torch_", 10))  # STB_GNU_UNIQUE: one per process
-    shims_of = lambda names: {n for n in names if n.startswith("aoti_torch_")}
+    def shims_of(names):
+        return {n for n in names if n.startswith("aoti_torch_")}
+
     assert shims_of(strong.defined) and not shims_of(strong.weak_defined)
     assert shims_of(weak.weak_defined) == shims_of(strong.defined) and not shims_of(weak.defined)
     assert not shims_of(unique.defined) and not shims_of(unique.weak_defined)

@@ -17,12 +17,14 @@ import zipfile
 import pytest
 from packaging.version import Version
 
-from smoke import devicecode, pipeline, shipped, stages
+from smoke import stages
 from smoke.backends import cuda_checks
+from smoke.checks import pipeline, shipped
 from smoke.errors import InvalidWheel
+from smoke.readers import devicecode
+from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from smoke.wheel import read_wheel
 from tests.helpers import DEVICE_CODE, RUNTIME, SHIMS, cuda_parts, make_cuda_wheel, rewrite_wheel
 
 CUDA_ROW = ROWS["cuda_x86_64"]
@@ -48,7 +50,8 @@ def check(fn, wheel, row=CUDA_ROW):
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
     results = [stages.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, stages.FILE)]
-    assert [r.name for r in results] == ["wheel tags", "foreign files", "platform tag", "architecture", "CUDA build", "CUDA libraries", "CUDA runtime declared",
+    assert [r.name for r in results] == ["wheel tags", "foreign files", "platform tag", "architecture", "CUDA build", "CUDA libraries",
+                                         "CUDA runtime declared",
                                          "library RUNPATH", "libraries resolve", "one runtime core", "no duplicate content",
                                          "imports declared", "device code", "wheel RECORD"]
     # The slim wheel ships no Python module, so `imports declared` has nothing to scan: a SKIP that says so.
@@ -306,7 +309,8 @@ def test_without_pyelftools_the_gate_says_how_to_install_it(pypi, monkeypatch):
 
     for name in ("elftools", "elftools.elf", "elftools.elf.elffile", "elftools.common", "elftools.common.exceptions"):
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(MissingTool, match=r"pyelftools or auditwheel is not installed .*: " + re.escape(sys.executable) + r" -m pip install -r requirements-gate.txt"):
+    fix = re.escape(sys.executable) + r" -m pip install -r requirements-gate.txt"
+    with pytest.raises(MissingTool, match=r"pyelftools or auditwheel is not installed .*: " + fix):
         shipped.read_libraries(pypi)
 
 
@@ -334,7 +338,9 @@ def test_the_same_entry_two_folders_higher_leaves_the_environment(pypi_1_4_1, tm
     with zipfile.ZipFile(pypi_1_4_1.path) as archive:
         library = archive.read(CUSTOM_OPS)
     moved = "executorch/extension/libcustom_ops_aot_lib.so"  # one higher is PREFIX itself, still inside
-    keep = lambda name: ".dist-info/" in name or (".so" in name.rsplit("/", 1)[-1] and name != CUSTOM_OPS)
+    def keep(name: str) -> bool:
+        return ".dist-info/" in name or (".so" in name.rsplit("/", 1)[-1] and name != CUSTOM_OPS)
+
     wheel = read_wheel(rewrite_wheel(pypi_1_4_1.path, tmp_path, keep=keep, add={moved: library}))
     result = check(shipped.check_library_runpath, wheel, CPU_ROW)
     assert result.status is Status.FAIL

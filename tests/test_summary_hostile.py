@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from smoke import cli, markup, report, summary
+from smoke import cli, markup, report
+from smoke.commands import summary
 from smoke.errors import GateError
 from smoke.report import Run
 from smoke.results import CheckResult, Status, passed

@@ -7,9 +7,9 @@ import zipfile
 import pytest
 
 from smoke.errors import InvalidWheel, NoTorchPairing, WrongPlatform
-from smoke.pairing import constraints_for
+from smoke.readers.pairing import constraints_for
+from smoke.readers.wheel import Interpreter, check_interpreter, platform_machine, read_wheel
 from smoke.rows import ROWS, check_machine
-from smoke.wheel import Interpreter, check_interpreter, platform_machine, read_wheel
 from tests.helpers import rewrite_wheel
 
 

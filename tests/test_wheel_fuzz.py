@@ -10,13 +10,14 @@ import tracemalloc
 import zipfile
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
+from smoke.checks.tagged import check_wheel_tags
+from smoke.commands.inspect import rows_for
 from smoke.errors import GateError
-from smoke.inspect import rows_for
+from smoke.readers.wheel import Interpreter, check_interpreter, read_wheel
 from smoke.rows import ROWS, check_machine
-from smoke.tagged import check_wheel_tags
-from smoke.wheel import Interpreter, check_interpreter, read_wheel
 from tests.helpers import pypi_wheel
 
 NAME = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"

@@ -12,10 +12,9 @@ import sys
 import zipfile
 
 import pytest
-from packaging.tags import Tag
 
 from smoke.errors import WrongPlatform
-from smoke.wheel import Interpreter, check_interpreter, read_wheel
+from smoke.readers.wheel import Interpreter, check_interpreter, read_wheel
 from tests.helpers import REPO, rewrite_wheel
 
 NAME = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -205,9 +204,8 @@ def test_a_wheel_of_the_wrong_shape_is_refused_before_anything_is_built(slim_x86
 
 def test_every_public_cp311_wheel_still_reads(tmp_path):
     """1.0.0 to 1.5.1, both machines: the new refusals refuse none of them, and their tags agree with WHEEL."""
+    from smoke.checks.tagged import check_wheel_tags
     from smoke.rows import ROWS
-    from smoke.tagged import check_wheel_tags
-
     from tests.helpers import PUBLIC_RELEASES, release_wheel
 
     wheels = [release_wheel(release, machine) for release in PUBLIC_RELEASES for machine in ("x86_64", "aarch64")]

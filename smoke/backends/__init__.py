@@ -20,11 +20,11 @@ from smoke.backends.cuda_checks import ARCHS as CUDA_ARCHS
 from smoke.backends.xnnpack import Xnnpack
 
 if TYPE_CHECKING:
-    from smoke.elf import Libraries
+    from smoke.readers.elf import Libraries
+    from smoke.readers.wheel import Wheel
     from smoke.results import CheckResult
     from smoke.rows import Row
     from smoke.stages import Check
-    from smoke.wheel import Wheel
 
 
 class Backend(Protocol):

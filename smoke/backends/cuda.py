@@ -19,16 +19,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smoke.backends.cuda_checks import (
-    CUDA_BUILD, CUDA_LIBRARIES, CUDA_LIBRARIES_RESOLVE, CUDA_RUNTIME_DECLARED, DEVICE_CODE, LAYOUTS,
-    cuda_train, runpath_problems, torch_problems,
+    CUDA_BUILD,
+    CUDA_LIBRARIES,
+    CUDA_LIBRARIES_RESOLVE,
+    CUDA_RUNTIME_DECLARED,
+    DEVICE_CODE,
+    LAYOUTS,
+    cuda_train,
+    runpath_problems,
+    torch_problems,
 )
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CHILD, Check
 
 if TYPE_CHECKING:
-    from smoke.elf import Libraries
+    from smoke.readers.elf import Libraries
+    from smoke.readers.wheel import Wheel
     from smoke.rows import Row
-    from smoke.wheel import Wheel
 
 
 def device_facts() -> dict[str, Any]:
@@ -75,7 +82,7 @@ def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) 
     bytes, as 1.2.0 writes them, mean the method-name keys ``<method>_so_blob``, ``<method>_weights_blob``,
     the method from the compile spec. Non-empty bytes with no newline the runtime refuses (Error::Internal)."""
     if len(processed):
-        from smoke.tables import ArtifactError  # here: the child imports this module, and has no flatbuffers
+        from smoke.readers.tables import ArtifactError  # here: the child imports this module, and has no flatbuffers
 
         text = bytes(processed).decode("utf-8", errors="replace")
         so_key, newline, weights_key = text.partition("\n")

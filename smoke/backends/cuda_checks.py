@@ -19,16 +19,16 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from smoke import devicecode
+from smoke.readers import devicecode
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import ENVIRONMENT, FILE, Check
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-    from smoke.elf import Libraries
+    from smoke.readers.elf import Libraries
+    from smoke.readers.wheel import Wheel
     from smoke.rows import Row
-    from smoke.wheel import Wheel
 
 # The CUDA delegate's shared libraries, as each release's build recipe ships them (setup.py's
 # list of libraries to copy, read at v1.1.0, v1.2.0, v1.3.1, v1.4.1 and main), keyed by the first
@@ -88,8 +88,8 @@ def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
 
 def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """The delegate's shared libraries, where this release's build puts them, are in the wheel."""
-    from smoke.wheel import shared_objects  # here: the child imports this module, and has no packaging
-    
+    from smoke.readers.wheel import shared_objects  # here: the child imports this module, and has no packaging
+
     name = CUDA_LIBRARIES.name
     layout = row.backend.layout(wheel.release)
     if layout is None:
@@ -177,8 +177,9 @@ def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | 
 
 def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
     from packaging.utils import canonicalize_name
-    from smoke.wheel import marker_environment  # here: the child imports this module, and has no packaging
-    
+
+    from smoke.readers.wheel import marker_environment  # here: the child imports this module, and has no packaging
+
     env = marker_environment(row.machine, wheel)
     return [
         req for req in wheel.requires_dist
@@ -232,7 +233,7 @@ def _reaches(wheel: Wheel, providers, target: str, soname: str) -> bool:
 def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
     """The CUDA rule of ``library RUNPATH``: every library that links a CUDA library reaches it through
     an ``$ORIGIN`` entry, in the wheel or into a CUDA package the wheel declares."""
-    from smoke.wheel import Providers  # here: the child imports this module, and has no packaging
+    from smoke.readers.wheel import Providers  # here: the child imports this module, and has no packaging
 
     providers = Providers(wheel, row.machine)
     linking = [lib for lib in libraries.items if lib.cuda_needed]
@@ -248,8 +249,8 @@ def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list
 
 def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
     """Each library with GPU code has machine code for exactly the row's architectures, and PTX for the newest."""
-    from smoke.wheel import read_member  # here: the child imports this module, and has no packaging
-    
+    from smoke.readers.wheel import read_member  # here: the child imports this module, and has no packaging
+
     name = DEVICE_CODE.name
     train = cuda_train(wheel)
     if train is None:

@@ -3,7 +3,7 @@
 Its programs carry ``XnnpackBackend`` delegates whose constants are tagged for an external data
 file named after the tag (``model`` -> ``model.ptd``); the keys a delegate fetches are the named
 constants of its graph, read from XNNPACK's own flatbuffer (``XN01``) behind its ``XH00`` header.
-It adds no checks of its own: the common ones (``smoke.pipeline``) are the CPU rows' whole list.
+It adds no checks of its own: the common ones (``smoke.checks.pipeline``) are the CPU rows' whole list.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from smoke.results import CheckResult
 from smoke.stages import Check
 
 if TYPE_CHECKING:
-    from smoke.elf import Libraries
+    from smoke.readers.elf import Libraries
+    from smoke.readers.wheel import Wheel
     from smoke.rows import Row
-    from smoke.wheel import Wheel
 
 # The header XNNPACK puts before its flatbuffer (backends/xnnpack/serialization): magic, header
 # length, flatbuffer offset and size, constant data offset and size.
@@ -54,7 +54,7 @@ def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) 
     """The named keys of the delegate's graph's constant data (its own schema)."""
     # Imported here, not at the top: the noxfile loads the rows in nox's own interpreter, and
     # `nox -s tests` asks no more of it than nox (flatbuffers is what the program reader needs).
-    from smoke.tables import ArtifactError, root, string, vector
+    from smoke.readers.tables import ArtifactError, root, string, vector
 
     blob = processed
     if len(blob) < _XNN_HEADER.size or blob[4:8] != _XNN_MAGIC:

@@ -1,0 +1,54 @@
+"""A row's checks, gathered in the order they run.
+
+The checks are declared as data (``smoke.stages.Check``) beside the functions that decide them:
+the wheel file (``smoke.checks.shipped``, ``smoke.checks.policy``, ``smoke.checks.resolve``; also alone in ``nox -s inspect``), the
+environment (``smoke.checks.installed``, ``smoke.checks.resolve``, judged on what the child reports after its
+imports), the child (``smoke.stages``). A row runs those common checks and the ones its backend
+declares (``smoke.backends``); ``for_row`` lists them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from smoke.checks import duplicates, foreign, imports, installed, macos, policy, resolve, shipped, tagged, windows
+from smoke.child import loads
+from smoke.rows import ROWS
+from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
+
+if TYPE_CHECKING:
+    from smoke.rows import Row
+
+
+SYSTEMS = ("linux", "macos", "windows")
+
+
+def common(system: str = "linux") -> tuple[Check, ...]:
+    """Every row's checks, for a wheel of that system (``Row.system``): the file checks read its ELF, Mach-O or PE files."""
+    # imports declared evaluates Requires-Dist markers for a Linux machine (smoke.readers.wheel.marker_environment)
+    files = {"linux": (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *imports.CHECKS),
+             "macos": (*macos.CHECKS, shipped.RECORD),
+             "windows": (*windows.CHECKS, shipped.RECORD)}[system]
+    environment = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS) if system == "linux" else installed.CHECKS
+    return (*tagged.CHECKS, *foreign.CHECKS, *files, *duplicates.CHECKS, *environment, *CHILD_CHECKS, *loads.CHECKS)
+
+
+def for_row(row: Row, stage: str | None = None) -> list[Check]:
+    """The row's checks in the order they run (of one stage, or all)."""
+    own = row.backend.checks if row.system == "linux" else ()  # a backend's file checks read ELF files
+    declared = [c for c in (*common(row.system), *own) if stage is None or c.stage == stage]
+    return sorted(declared, key=lambda c: (STAGES.index(c.stage), c.order))
+
+
+def result_names(row: Row) -> list[str]:
+    """Every result a full run of the row reports, in order (the child process's only when it failed)."""
+    return [name for check in for_row(row) if check is not CHILD_PROCESS for name in check.names()]
+
+
+def declared(result: str) -> Check | None:
+    """The declared check a result's name belongs to ("data file (weighted)" -> DATA_FILE)."""
+    backends = {row.backend.name: row.backend for row in ROWS.values()}.values()  # one of each kind the rows use
+    for check in (*(c for system in SYSTEMS for c in common(system)), *(c for b in backends for c in b.checks)):
+        if result in check.names():
+            return check
+    return None

@@ -1,0 +1,5 @@
+import sys
+
+from smoke.child.run import main
+
+sys.exit(main())

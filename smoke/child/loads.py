@@ -1,0 +1,395 @@
+"""Every shared library the wheel ships loads, and registers what it registers once (issue 28, parts 1 and 2).
+
+The libraries are the installed distribution's ELF files named as shared libraries (``*.so``, ``*.so.N``;
+its RECORD), extension modules included: not only what the smoke models import. Each is opened with
+``ctypes.CDLL(path, RTLD_NOW)`` (every symbol bound now, as a lazy binding would fail later, at a call):
+
+- ``libraries load``: each in a process of its own that imported torch first, the way the runtime's
+  users load them. A library with an undefined symbol (executorch#7086, #7163), a need that is not
+  found, or whose static initializers abort or crash fails, naming the file and the loader's message
+  or the signal with the last lines it printed.
+- ``libraries load before torch``: each in a process of its own that has not imported torch. A library
+  that loads after ``import torch`` but not before relies on torch having loaded libtorch into the
+  process (executorch#3049, #3137): the gate's child imports torch first, which hides it. It fails,
+  naming the need or symbol the loader could not resolve alone.
+- ``registered once``: every library into one process (after ``import torch``), in path order. A
+  kernel, operator or backend registered a second time aborts the process or is logged (the runtime's
+  ``Re-registering``, torch's ``Tried to register an operator``, ...; ``REGISTERED_TWICE``), as
+  quantized kernels compiled into two libraries did (executorch#21642). The library being loaded is
+  known (each load is marked in the output); the one that registered first is found by loading each
+  other library alone before it, a fork each (of those that bring it about, the one they all map: a
+  library that only loads the first one as its need is named beside it, not as it), and both are named.
+
+"A process of its own" is a fork of this one: of a process that has imported nothing of the wheel's (for
+``before torch``), or of one that has imported torch and nothing else of the wheel's (for the others).
+A fork costs milliseconds where a fresh interpreter importing torch costs seconds, and it is a process
+of its own all the same: what one load does (a crash, an abort, a library left loaded) ends with it.
+Each load has ``LOAD_TIMEOUT_S``; one that hangs is ended by SIGALRM and said so.
+
+The child starts ``python -m smoke.child.loads VERDICT.json`` early, so that it runs beside the exports (as
+``smoke.child.extensions`` does), and judges what it wrote last (``collect``). Standard library only in here:
+it runs in the gate's environment, which has no pyelftools.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+
+from smoke import proc
+from smoke.child.extensions import torch_outside
+from smoke.results import CheckResult, failed, passed, skipped
+from smoke.stages import CHILD, Check
+
+DISTRIBUTION = "executorch"
+LOAD_TIMEOUT_S = 120  # one load (or one process loading them all): its static initializers included
+SHARED_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")  # a name the loader is given: libx.so, libx.so.1.2, x.cpython-311-….so
+ELF_MAGIC = b"\x7fELF"
+MARK = "@@smoke.child.loads "  # written to the output before each load: what follows it, that load printed
+# What a second registration prints: ExecuTorch's kernel registry (it then aborts), its platform layer,
+# torch's dispatcher (a second TORCH_LIBRARY or an operator defined twice: it throws, so terminate), and
+# the generic words. Matched per load, in what that load printed.
+REGISTERED_TWICE = re.compile(r"Re-registering |Tried to register an operator|Only a single TORCH_LIBRARY|"
+                              r"Overriding a previously registered kernel|register_pal\(\) called multiple times|"
+                              r"already registered|registered twice|registered more than once", re.IGNORECASE)
+LOG_BYTES = 1 << 20  # what is read of one fork's output (its end)
+
+LOADS = Check("libraries load", CHILD, 82)
+BEFORE_TORCH = Check("libraries load before torch", CHILD, 83)
+REGISTERED_ONCE = Check("registered once", CHILD, 84)
+CHECKS = (LOADS, BEFORE_TORCH, REGISTERED_ONCE)
+
+
+def is_library(path: str) -> bool:
+    """A path under site-packages named as a library the loader opens (extension modules included)."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and ".." not in parts and not PurePosixPath(path).is_absolute() and bool(SHARED_LIBRARY.search(parts[-1]))
+
+
+def shipped_libraries(distribution: str = DISTRIBUTION) -> list[tuple[str, str]]:
+    """(path in the wheel, where it is installed) of every ELF shared library the installed distribution
+    ships, sorted by path; a file named ``.so`` that is not ELF is left to ``architecture``."""
+    found = []
+    for entry in metadata.files(distribution) or []:
+        if not is_library(str(entry)):
+            continue
+        where = str(entry.locate())
+        try:
+            with open(where, "rb") as handle:
+                if handle.read(len(ELF_MAGIC)) != ELF_MAGIC:
+                    continue
+        except OSError:
+            continue  # RECORD lists it, the install does not hold it: not this check's to say
+        found.append((str(entry), where))
+    return sorted(found)
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split())
+
+
+def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> dict:
+    """Load ``paths`` in order with RTLD_NOW in a fork of this process, its output to ``log``.
+
+    What happened, as data: ``reached`` (the index of the last load begun), ``errors`` (index: the
+    loader's message, for each load that raised), ``signal`` (the signal's name where the fork was ended
+    by one), ``exit`` (its exit code otherwise), ``output`` (what each load printed, by index)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fork: its own output, its own time limit; it never returns
+        try:
+            os.close(read)
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(timeout)
+            for index, path in enumerate(paths):
+                os.write(2, f"\n{MARK}{index}\n".encode())
+                os.write(write, (json.dumps({"loading": index}) + "\n").encode())
+                try:
+                    ctypes.CDLL(path, mode=os.RTLD_NOW)
+                except OSError as exc:
+                    os.write(write, (json.dumps({"error": index, "message": _said(str(exc))}) + "\n").encode())
+            os.write(write, (json.dumps({"mapped": mapped()}) + "\n").encode())
+        except BaseException as exc:  # noqa: BLE001 - said, then the fork ends
+            os.write(write, (json.dumps({"broken": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    events = []
+    with os.fdopen(read, "rb") as pipe:
+        for line in pipe:  # until the fork ends (it closes its end)
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    reached = max((e["loading"] for e in events if "loading" in e), default=-1)
+    outcome = {"reached": reached, "errors": {e["error"]: e["message"] for e in events if "error" in e},
+               "signal": signal.Signals(-code).name if code < 0 else None, "exit": code if code >= 0 else None,
+               "output": split_output(log), "mapped": next((e["mapped"] for e in events if "mapped" in e), [])}
+    broken = [e["broken"] for e in events if "broken" in e]
+    if broken:
+        outcome["broken"] = broken[0]
+    return outcome
+
+
+def mapped() -> list[str]:
+    """The files this process has mapped (/proc/self/maps): the libraries loaded, needs included."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6
+                           and line.split(None, 5)[5].startswith("/")})
+    except OSError:
+        return []
+
+
+def split_output(log: Path) -> dict[int, str]:
+    """What each load printed (the text after its mark), from the log's last ``LOG_BYTES``."""
+    try:
+        with log.open("rb") as handle:
+            data, _cut = proc.read_end(handle, LOG_BYTES)
+    except OSError:
+        return {}
+    said: dict[int, list[str]] = {}
+    current = -1
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith(MARK) and line[len(MARK):].strip().isdigit():
+            current = int(line[len(MARK):])
+            continue
+        said.setdefault(current, []).append(line)
+    return {index: "\n".join(lines) for index, lines in said.items() if index >= 0}
+
+
+def alone(path: str, log: Path) -> dict:
+    """One library loaded in a fork: ``error`` is None when it loaded."""
+    start = time.monotonic()
+    ran = load_in_fork([path], log)
+    output = ran["output"].get(0, "")
+    if ran["signal"]:
+        why = "ran past its {} s limit".format(LOAD_TIMEOUT_S) if ran["signal"] == "SIGALRM" else "crashed or aborted"
+        error = f"the process was ended by {ran['signal']} while loading it ({why}): {proc.tail(output) or 'it printed nothing'}"
+    elif 0 in ran["errors"]:
+        error = ran["errors"][0]
+    elif ran.get("broken") or ran["exit"]:
+        broke = ran.get("broken") or f"exit {ran['exit']}"
+        error = f"the loading process broke: {broke}: {proc.tail(output)}"
+    else:
+        error = None
+    return {"error": error, "seconds": round(time.monotonic() - start, 3), "mapped": ran["mapped"] if error is None else []}
+
+
+EXTENSION_MODULE = re.compile(r"\.(cpython-[^/]*|abi3)\.so$")
+
+
+def through_loaders(outcomes: dict[str, dict], libraries: list[tuple[str, str]]) -> dict[str, dict]:
+    """A library that does not load alone but that a shipped extension module loads, as its need, with every
+    symbol bound, is loaded the way it is ever loaded: its undefined symbols are bound in the module's scope
+    (the CUDA shims of 1.2.0 take the runtime's logging from _portable_lib, which needs them; before 1.5 the
+    runtime lives in that extension module, which no library can name as its need). Such a library passes,
+    its loader named (``via``) and its error alone kept (``alone``). One that only a plain library loads is
+    not excused: it could name what it takes symbols from in its own DT_NEEDED, and must (underlinking,
+    executorch#7086); nor is an extension module, which Python imports by path, alone."""
+    where = dict(libraries)
+    judged = dict(outcomes)
+    for path, outcome in outcomes.items():
+        if outcome["error"] is None or EXTENSION_MODULE.search(path):
+            continue  # an extension module is never only a need: Python imports it by path, alone
+        real = os.path.realpath(where[path])
+        loaders = [other for other, seen in outcomes.items() if other != path and seen["error"] is None
+                   and EXTENSION_MODULE.search(other) and real in seen.get("mapped", ())]
+        if loaders:
+            judged[path] = {**outcome, "error": None, "via": loaders[0], "alone": outcome["error"]}
+    return judged
+
+
+def incident(ran: dict) -> tuple[int, str] | None:
+    """Where a run of loads went wrong as a second registration would: the load during which the process
+    was ended by a signal, or the first load that printed a second registration; and what was seen."""
+    for index in sorted(ran["output"]):
+        found = REGISTERED_TWICE.search(ran["output"][index])
+        if found is not None:
+            line = next(line for line in ran["output"][index].splitlines() if REGISTERED_TWICE.search(line))
+            ended = f" (and the process was ended by {ran['signal']})" if ran["signal"] and index == ran["reached"] else ""
+            return index, proc.tail(line, 1) + ended
+    if ran["signal"] and ran["reached"] >= 0:
+        return ran["reached"], f"the process was ended by {ran['signal']}: {proc.tail(ran['output'].get(ran['reached'], '')) or 'it printed nothing'}"
+    return None
+
+
+def together(every: list[tuple[str, str]], workdir: Path, left_out: frozenset[str] = frozenset()) -> dict:
+    """Every library into one process (but ``left_out``: those that do not load alone, which ``libraries
+    load`` names); where that goes wrong, the library being loaded and the one that registered first."""
+    start = time.monotonic()
+    libraries = [(path, where) for path, where in every if path not in left_out]
+    paths = [where for _, where in libraries]
+    ran = load_in_fork(paths, workdir / "together.log")
+    found = incident(ran)
+    verdict = {"loaded": len(paths) - len(ran["errors"]), "errors": {libraries[i][0]: m for i, m in ran["errors"].items()},
+               "left_out": sorted(left_out)}
+    if found is None:
+        return {**verdict, "incident": None, "seconds": round(time.monotonic() - start, 3)}
+    index, seen = found
+    culprit = paths[index]
+    # Who registered it first: each other library loaded alone before it, in a fork each; of those that
+    # bring it about, the one every such load maps (a library another loads as its need is named, not the other).
+    again = []
+    if (hit := incident(load_in_fork([culprit], workdir / "pair.log"))) is not None and hit[0] == 0:
+        return {**verdict, "incident": {"library": libraries[index][0], "after": None, "also": [], "alone": True, "seen": hit[1]},
+                "seconds": round(time.monotonic() - start, 3)}
+    for other, (path, where) in enumerate(libraries):
+        if other != index:
+            tried = load_in_fork([where, culprit], workdir / "pair.log")
+            if (hit := incident(tried)) is not None and hit[0] == 1:
+                again.append((path, set(load_in_fork([where], workdir / "pair.log")["mapped"])))
+    common = set.intersection(*(mapped for _, mapped in again)) if again else set()
+    first = [path for path, _ in again if os.path.realpath(dict(libraries)[path]) in common] or [path for path, _ in again]
+    return {**verdict, "incident": {"library": libraries[index][0], "after": first[0] if first else None,
+                                    "also": [path for path, _ in again if path != (first[0] if first else None)], "seen": seen},
+            "seconds": round(time.monotonic() - start, 3)}
+
+
+def loads_main(out: Path) -> int:
+    """Run in the gate's environment: every judgement of this module, written to ``out`` as JSON."""
+    start = time.monotonic()
+    torch_lib = torch_outside()
+    if torch_lib and os.environ.get("LD_LIBRARY_PATH") != torch_lib:
+        # torch is in another environment (--torch-from): its folder stands in for site-packages/torch/lib,
+        # as for the extension modules' imports; the loader reads LD_LIBRARY_PATH when the process starts.
+        os.execve(sys.executable, [sys.executable, "-m", "smoke.child.loads", str(out)], {**os.environ, "LD_LIBRARY_PATH": torch_lib})
+    try:
+        libraries = shipped_libraries()
+    except metadata.PackageNotFoundError as exc:
+        out.write_text(json.dumps({"error": f"{DISTRIBUTION} is not installed ({exc})"}))
+        return 0
+    work = out.parent / "loads"
+    work.mkdir(exist_ok=True)
+    before = through_loaders({path: alone(where, work / "alone.log") for path, where in libraries}, libraries)  # no torch yet
+    try:
+        import torch  # noqa: F401
+        torch_error = None
+    except BaseException as exc:  # noqa: BLE001 - said in the verdict
+        torch_error = f"{type(exc).__name__}: {_said(str(exc))}"
+    after = (through_loaders({path: alone(where, work / "alone.log") for path, where in libraries}, libraries)
+             if torch_error is None else {})
+    # Left out of the one process: what does not load, and what loads only as another's need (its loader brings it).
+    broken = frozenset(path for path, outcome in after.items() if outcome["error"] is not None or outcome.get("via"))
+    both = together(libraries, work, broken) if torch_error is None else None
+    out.write_text(json.dumps({"libraries": [path for path, _ in libraries], "before": before, "after": after,
+                               "together": both, "torch_error": torch_error, "torch_lib": torch_lib,
+                               "seconds": round(time.monotonic() - start, 3)}))
+    return 0
+
+
+def start_loads_process(workdir: Path) -> subprocess.Popen:
+    """The loads' process, started early; its verdict is read by ``collect``."""
+    cmd = [sys.executable, "-m", "smoke.child.loads", str(workdir / "loads.json")]
+    with open(workdir / "loads.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
+        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def collect(started: subprocess.Popen | None, workdir: Path) -> list[CheckResult]:
+    """Wait for the loads' process (started now if it was not) and judge what it wrote: the three results."""
+    process = started or start_loads_process(workdir)
+    process.wait()
+    try:
+        verdict = json.loads((workdir / "loads.json").read_text())
+    except (OSError, ValueError):
+        said = (f"the loads' process exited {process.returncode} without its verdict: "
+                f"{proc.file_tail(workdir / 'loads.log')}")
+        return [failed(check.name, said) for check in CHECKS]
+    if "error" in verdict:
+        return [failed(check.name, verdict["error"]) for check in CHECKS]
+    return judge(verdict)
+
+
+def _listed(problems: list[str], more_than: int = 3) -> str:
+    more = f" (and {len(problems) - more_than} more)" if len(problems) > more_than else ""
+    return "; ".join(problems[:more_than]) + more
+
+
+def _via(outcomes: dict) -> str:
+    """What loaded only as another shipped library's need, said after a PASS."""
+    through = [f"{path} as a need of {seen['via']}" for path, seen in sorted(outcomes.items()) if seen.get("via")]
+    return (f"; {len(through)} not alone but as the need of the extension module that loads them, their symbols bound "
+            f"in its scope: " + _listed(through)) if through else ""
+
+
+def judge(verdict: dict) -> list[CheckResult]:
+    libraries: list[str] = verdict["libraries"]
+    before, after = verdict["before"], verdict["after"]
+    seconds = verdict.get("seconds")
+    stand_in = (f"; torch is outside site-packages, so {verdict['torch_lib']} stood in for site-packages/torch/lib"
+                if verdict.get("torch_lib") else "")
+    if not libraries:
+        why = f"the installed {DISTRIBUTION} ships no ELF shared library"
+        return [skipped(check.name, why) for check in CHECKS]
+    n = len(libraries)
+    results = []
+    # Loaded after import torch.
+    if verdict.get("torch_error"):
+        why = f"import torch failed in the environment, so no library could be loaded after it: {verdict['torch_error']}"
+        results.append(failed(LOADS.name, why, libraries=libraries))
+    else:
+        broken = {path: after[path]["error"] for path in libraries if after[path]["error"] is not None}
+        measured = {"libraries": libraries, "failed": broken, "seconds": seconds}
+        if broken:
+            results.append(failed(LOADS.name, f"{len(broken)} of {n} do not load with every symbol bound (RTLD_NOW), each in a "
+                                              f"process of its own after import torch{stand_in}: "
+                                              + _listed([f"{p}: {e}" for p, e in broken.items()]), **measured))
+        else:
+            results.append(passed(LOADS.name, f"all {n} load with every symbol bound (RTLD_NOW), each in a process of its own "
+                                              f"after import torch{stand_in}{_via(after)}", **measured))
+    # Loaded before import torch: what fails only here relies on torch having been imported.
+    alone_broken = {path: before[path]["error"] for path in libraries if before[path]["error"] is not None}
+    only_after = [p for p in alone_broken if p in after and after[p]["error"] is None]
+    never = [p for p in alone_broken if p not in only_after]
+    measured = {"libraries": libraries, "only_after_torch": only_after, "failed": alone_broken}
+    problems = [f"{p} loads only after import torch: alone, {alone_broken[p]}" for p in only_after]
+    problems += [f"{p}: {alone_broken[p]}" for p in never]
+    if problems:
+        results.append(failed(BEFORE_TORCH.name, f"{len(alone_broken)} of {n} do not load (RTLD_NOW) in a process that has not "
+                                                 f"imported torch: " + _listed(problems), **measured))
+    else:
+        results.append(passed(BEFORE_TORCH.name, f"all {n} load with every symbol bound (RTLD_NOW), each in a process of its own "
+                                                 f"that has not imported torch{_via(before)}", **measured))
+    # All into one process.
+    both = verdict.get("together")
+    if both is None:
+        results.append(skipped(REGISTERED_ONCE.name, "not run: import torch failed (see libraries load)"))
+    elif both["incident"] is not None:
+        found = both["incident"]
+        also = f" (loading {', '.join(found['also'])} before it does the same)" if found.get("also") else ""
+        if found["after"]:
+            first = f"{found['library']} registers again what {found['after']} registered{also}"
+        elif found.get("alone"):
+            first = f"{found['library']} registers something twice when loaded alone into a process beside nothing else of the wheel's"
+        else:
+            first = (f"{found['library']} registers again what the libraries loaded before it registered (no one of them "
+                     f"loaded alone before it does)")
+        loaded = n - len(both.get("left_out") or [])
+        results.append(failed(REGISTERED_ONCE.name, f"loading the {loaded} libraries into one process (after import torch, in path "
+                                                    f"order): {first}: {found['seen']}", **both))
+    else:
+        left = both.get("left_out") or []
+        said = (f" ({len(left)} left out, which do not load alone or load only as another's need: see {LOADS.name})"
+                if left else "")
+        results.append(passed(REGISTERED_ONCE.name, f"the {n - len(left)} libraries loaded into one process (after import torch) "
+                                                    f"register nothing twice and end nothing{said} ({both['seconds']:.1f} s)", **both))
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(loads_main(Path(sys.argv[1])))

@@ -1,0 +1,85 @@
+"""The negative control: the weighted program loaded WITHOUT its data file, in a process of its own.
+
+It must not give eager's answer: a crash or an error is the expected outcome; a match means the
+weights are not coming from the data file. The process is started early (``start``), imports torch
+and the runtime while the exports run, then reads the program's path on stdin:
+``python -m smoke.child.negative - VERDICT.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from smoke import proc
+from smoke.child.models import ATOL, RTOL, models, run_program
+from smoke.child.probe import one_line
+from smoke.results import CheckResult, failed, passed
+from smoke.stages import NEGATIVE
+
+if TYPE_CHECKING:
+    from smoke.rows import Row
+
+NEGATIVE_TIMEOUT_S = 300
+
+
+def start_negative_process(workdir: Path) -> subprocess.Popen:
+    """The negative control's process, started early: it imports torch and the runtime while the
+    exports run, then waits on stdin for the program to load."""
+    cmd = [sys.executable, "-m", "smoke.child.negative", "-", str(workdir / "negative.json")]
+    return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def negative_control(row: "Row", pte: Path, workdir: Path, started: subprocess.Popen | None = None) -> CheckResult:
+    """Load the weighted program WITHOUT its data file, in a process of its own.
+
+    It must not give eager's answer: a crash or an error is the expected outcome;
+    a match means the weights are not coming from the data file.
+    """
+    name = NEGATIVE.name
+    control = started or start_negative_process(workdir)
+    try:
+        _out, stderr = control.communicate(f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.end(control)
+        return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
+    if control.returncode < 0:
+        sig = signal.Signals(-control.returncode).name
+        return passed(name, f"the load without {row.backend.data_file} crashed the process with {sig}, as expected", outcome=sig)
+    try:
+        verdict = json.loads((workdir / "negative.json").read_text())
+    except (OSError, ValueError):
+        return failed(name, f"the control process exited {control.returncode} without its verdict: {proc.tail(stderr, 1)}")
+    if verdict["outcome"] == "error":
+        return passed(name, f"loading or running without {row.backend.data_file} failed, as expected: {verdict['error']}", outcome="error")
+    if verdict["matched"]:
+        return failed(name, f"ran without {row.backend.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
+                            f"the weights are not coming from the data file", outcome="matched", max_abs_diff=verdict["max_abs_diff"])
+    return passed(name, f"ran without {row.backend.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
+                  outcome="mismatch", max_abs_diff=verdict["max_abs_diff"])
+
+
+def negative_main(pte: str, out: Path) -> int:
+    import torch
+    from executorch.extension.pybindings import portable_lib  # noqa: F401  (imported before the program is known)
+
+    model, example = models()["weighted"]
+    pte = Path(sys.stdin.readline().strip() if pte == "-" else pte)
+    try:
+        outputs = run_program(pte, None, example)
+    except Exception as exc:  # the expected outcome: report it as data
+        out.write_text(json.dumps({"outcome": "error", "error": one_line(exc)}))
+        return 0
+    expected = model(*example).detach()
+    diff = float((outputs[0].float() - expected).abs().max()) if outputs and outputs[0].shape == expected.shape else float("inf")
+    matched = bool(torch.allclose(outputs[0].float(), expected, rtol=RTOL, atol=ATOL)) if diff != float("inf") else False
+    out.write_text(json.dumps({"outcome": "ran", "matched": matched, "max_abs_diff": diff}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(negative_main(sys.argv[1], Path(sys.argv[2])))

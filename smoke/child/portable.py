@@ -1,0 +1,87 @@
+"""The portable kernels: a program with no delegate at all, exported, loaded and compared with eager.
+
+The delegate's checks prove the delegate; they say nothing of the kernels every program falls back to
+(an operator a partitioner declines runs on them). So each row also exports a small seeded model with
+no partitioner, checks from the program itself that no plan carries a delegate (a program that did
+would not prove the kernels), loads it with the wheel's runtime, runs it and compares with eager.
+It needs no device: on every row, GPU or not, it runs on the CPU.
+
+Imported only inside the gate's environment (torch and executorch are imported where used).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from smoke.artifacts import ArtifactError, read_program
+from smoke.child.models import SEED, compare, run_program
+from smoke.child.probe import one_line
+from smoke.results import CheckResult, failed
+from smoke.stages import PORTABLE
+
+PHASE = "portable kernels"
+
+
+def portable_model():
+    """Linear, ReLU, Linear, then a sigmoid and an add: several kernels (addmm, relu, sigmoid, add), seeded."""
+    import torch
+
+    class Kernels(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first, self.second = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            hidden = torch.relu(self.first(x))
+            return torch.sigmoid(self.second(hidden)) + x[:, :4]
+
+    torch.manual_seed(SEED)
+    model = Kernels().eval()
+    return model, (torch.randn(3, 8),)
+
+
+def export_portable(model, example, folder: Path) -> Path:
+    """No partitioner: every operator is left to the kernels; the weights stay in the program."""
+    import torch
+    from executorch.exir import to_edge
+
+    folder.mkdir(parents=True, exist_ok=True)
+    program = to_edge(torch.export.export(model, example)).to_executorch()
+    pte = folder / "model.pte"
+    pte.write_bytes(program.buffer)
+    return pte
+
+
+def judge(pte: Path, model, example) -> CheckResult:
+    """The program carries no delegate and leaves operators to the kernels; loaded and run, it gives eager's answer."""
+    name = PORTABLE.name
+    try:
+        program = read_program(pte)
+    except (OSError, ArtifactError) as exc:
+        return failed(name, f"cannot read the program: {exc}")
+    delegated = {plan.name: list(plan.delegate_ids) for plan in program.plans if plan.delegate_ids}
+    operators = sorted({op for plan in program.plans for op in plan.operators})
+    measured = {"pte_bytes": program.size, "operators": operators}
+    if not program.plans or delegated or not operators:
+        why = (f"plans {delegated} carry delegates" if delegated else
+               "no execution plan" if not program.plans else "no operator is left to the kernels")
+        return failed(name, f"{pte.name} does not prove the kernels: {why}", delegates=delegated, **measured)
+    try:
+        outputs = run_program(pte, None, example)
+    except Exception as exc:  # noqa: BLE001 - a runtime that cannot run its own kernels is the finding
+        return failed(name, f"{pte.name} ({len(operators)} operators, no delegate): loading or running raised {one_line(exc)}",
+                      **measured)
+    result = compare(PORTABLE.name, outputs, model(*example).detach(),
+                     f"no delegate, {len(operators)} operators on the kernels ({', '.join(operators)})", name=name)
+    return dataclasses.replace(result, measured={**result.measured, **measured})
+
+
+def check_portable(folder: Path) -> CheckResult:
+    """Export, then judge (an export that raises is this check's failure)."""
+    model, example = portable_model()
+    try:
+        pte = export_portable(model, example, folder)
+    except Exception as exc:  # noqa: BLE001
+        return failed(PORTABLE.name, f"the export with no delegate raised {one_line(exc)}")
+    return judge(pte, model, example)

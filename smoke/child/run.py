@@ -1,0 +1,166 @@
+"""The child: runs inside the gate's environment, in a process of its own.
+
+It exports a weightless model (``x + y``) and a weighted one (a seeded ``nn.Linear``) through
+the row's backend (``smoke.child.exports``), checks what was written (``smoke.checks.exported``), loads the
+programs with their data files and compares them with eager PyTorch (``smoke.child.models``), and
+runs the negative control (``smoke.child.negative``). It speaks to the parent only through its record
+file (``smoke.record``).
+
+Usage (the parent does this): ``python -m smoke.child.run ROW WORKDIR RECORD [--fail-fast] [--no-overlap]
+[--parallel-exports yes|no]``, the options being the row's own (``smoke.options``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from smoke import options, proc
+from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file
+from smoke.child import exports
+from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
+from smoke.child.extensions import collect as collect_imports
+from smoke.child.extensions import start_extensions_process
+from smoke.child.loads import collect as collect_loads
+from smoke.child.loads import start_loads_process
+from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
+from smoke.child.negative import negative_control, start_negative_process
+from smoke.child.portable import PHASE as PORTABLE_PHASE
+from smoke.child.portable import check_portable
+from smoke.child.probe import probe
+from smoke.record import FailFast, Recorder
+from smoke.results import CheckResult, Status, skipped
+from smoke.rows import ROWS, Row
+from smoke.stages import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS, load_phase
+
+
+def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
+    # Started before our own imports, so that its imports overlap ours and the exports.
+    started = start_negative_process(workdir) if overlap else None
+    helper = start_export_process(row, workdir) if exports.parallel(parallel_exports, overlap) else None
+    imports = start_extensions_process(workdir) if overlap else None  # beside the exports; collected last
+    loads = start_loads_process(workdir) if overlap else None  # every shared library loaded (smoke.child.loads); collected last
+    try:
+        try:
+            _gate(row, workdir, rec, started, helper)
+        except FailFast:
+            raise
+        except Exception:
+            # The child's own checks broke off (the runtime does not import, say): the imports'
+            # verdict, naming the module and the loader's message, is recorded all the same.
+            with contextlib.suppress(FailFast):
+                rec.check(collect_imports(imports, workdir))
+                for result in collect_loads(loads, workdir):
+                    rec.check(result)
+            raise
+        rec.check(collect_imports(imports, workdir))
+        for result in collect_loads(loads, workdir):
+            rec.check(result)
+    finally:
+        for process in (started, helper, imports, loads):
+            proc.end(process)
+
+
+def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
+          helper: subprocess.Popen | None = None) -> None:
+    with rec.phase(IMPORT_PHASE):
+        from importlib.metadata import version
+
+        import executorch.exir  # noqa: F401  (timed here, not in the first export)
+        import torch
+
+    facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
+             "python": platform.python_version(), "machine": platform.machine()}
+    device = row.backend.device_facts()
+    rec.write(kind="facts", **facts, device=device)
+    # What the parent's environment checks judge (torch agrees, delegate registers, ...),
+    # read here, where torch and the runtime are imported already, instead of in a process of its own.
+    rec.write(kind="probe", **probe())
+
+    blocked: str | None = None  # why the device-bound checks cannot run
+    found = row.backend.check_device(row, device)
+    if found is not None:
+        result = rec.check(found)
+        if result.status is not Status.PASS:
+            blocked = "no usable CUDA device (see the CUDA device check)"
+
+    built = models()
+    folders = {label: workdir / label for label in built}
+    exported: dict[str, bool] = {}
+    if blocked and helper is not None:
+        proc.end(helper)
+        helper = None
+    for label, (model, example) in built.items():
+        name = EXPORT.of(label)
+        if blocked:
+            rec.check(skipped(name, f"not run: {blocked}"))
+            exported[label] = False
+            continue
+        folders[label].mkdir(parents=True, exist_ok=True)
+        if label == PARALLEL_LABEL and helper is not None:
+            continue  # exported by the helper process, collected below
+        exported[label] = export_here(rec, row, name, model, example, folders[label])
+    if helper is not None:
+        exported[PARALLEL_LABEL] = collect_export(rec, row, helper, folders[PARALLEL_LABEL], workdir)
+
+    data: dict[str, CheckResult] = {}
+    for label in built:
+        if not exported[label]:
+            rec.check(skipped(DELEGATE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
+            data[label] = rec.check(skipped(DATA_FILE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
+            continue
+        rec.check(check_delegated(label, folders[label] / "model.pte", row.backend.delegate_id))
+        required = label == "weighted" or row.backend.weightless_writes_data
+        data[label] = rec.check(check_data_file(label, folders[label], row.backend.data_file, required=required))
+
+    if all(r.status is Status.PASS for r in data.values()):
+        rec.check(check_weights_in_data_file(
+            row.backend.data_file, data["weighted"].measured["data_file_bytes"], data["weightless"].measured["data_file_bytes"],
+            weight_matrix_bytes(built["weighted"][0])))
+    else:
+        rec.check(skipped(WEIGHTS.name, "not run: a data file is missing or unreadable"))
+
+    backends = registered_backends()
+    for label, (model, example) in built.items():
+        name = RUN.of(label)
+        if data[label].status is not Status.PASS:
+            rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
+            continue
+        with rec.phase(load_phase(label)):
+            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.backend.data_file, model, example, backends))
+
+    name = NEGATIVE.name
+    if exported.get("weighted") and (folders["weighted"] / row.backend.data_file).exists() and row.backend.delegate_id in backends:
+        with rec.phase(NEGATIVE_PHASE):
+            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
+    else:
+        rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
+
+    # No device needed: the kernels run on the CPU on every row, so this never skips.
+    with rec.phase(PORTABLE_PHASE):
+        rec.check(check_portable(workdir / "portable"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m smoke.child.run")
+    parser.add_argument("row", choices=sorted(ROWS))
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("record", type=Path)
+    options.child_parser(parser)  # --fail-fast, --no-overlap, --parallel-exports: the row's own entries
+    args = parser.parse_args(argv)
+    rec = Recorder(args.record, args.fail_fast)
+    try:
+        gate(ROWS[args.row], args.workdir, rec, overlap=args.overlap, parallel_exports=args.parallel_exports)
+    except FailFast:
+        pass
+    rec.write(kind="end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""The default wheel: with none given, a row gates the current public release.
+
+It is downloaded, with its name printed, from the package index pip is configured
+with (or ``--wheel-index``) into a cache folder, for the environment's interpreter
+and the row's architecture.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from smoke import paths, proc
+from smoke.errors import InvalidWheel
+from smoke.readers.wheel import PROJECT, Interpreter
+from smoke.rows import Row
+
+CACHE = paths.WHEELS
+
+
+def download_command(row: Row, interpreter: Interpreter, dest: Path, index: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+           "--dest", str(dest), "--python-version", f"{interpreter.version[0]}.{interpreter.version[1]}",
+           "--implementation", interpreter.tag[:2]]
+    if row.system == "macos":  # pip takes every macOS version up to the one named as compatible
+        cmd += ["--platform", f"macosx_15_0_{row.machine}", "--platform", "macosx_15_0_universal2"]
+    elif row.system == "windows":
+        cmd += ["--platform", f"win_{row.machine}"]
+    else:
+        for glibc in (28, 27, 17):
+            cmd += ["--platform", f"manylinux_2_{glibc}_{row.machine}"]
+    if index:
+        cmd += ["--index-url", index]
+    return cmd + [PROJECT]
+
+
+def default_wheel(row: Row, interpreter: Interpreter, index: str | None, say) -> Path:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    where = index or "the configured package index"
+    say(f"no wheel given: downloading the current {PROJECT} release for {interpreter.tag} {row.machine} from {where}")
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        ran = proc.run(download_command(row, interpreter, Path(tmp), index), what="downloading the wheel", error=InvalidWheel,
+                       check=False, fix="pass the path of an executorch .whl, or --wheel-index URL")
+        found = sorted(Path(tmp).glob(f"{PROJECT}-*.whl"))
+        if ran.returncode != 0 or not found:
+            tail = proc.tail(ran.stderr, 1) or "no wheel came back"
+            raise InvalidWheel(f"no wheel given and none could be downloaded from {where} ({tail}); "
+                               f"pass the path of an executorch .whl, or --wheel-index URL")
+        target = CACHE / found[-1].name
+        found[-1].replace(target)
+    say(f"chose {target.name} (kept in {CACHE})")
+    return target

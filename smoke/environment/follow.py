@@ -1,0 +1,211 @@
+"""The parent's side of the child's record (``smoke.record``): start the child in a process group of
+its own, follow its record file as it grows, end it on a fail-fast stop, at its time limit or when
+the gate is interrupted, and judge a child that crashed, hung or spoke garbage.
+
+The gate stays bounded whatever the child writes: the record is read in chunks of ``CHUNK`` bytes;
+a record line longer than ``RECORD_LINE_BYTES`` is dropped unread (a broken child); a record past
+``RECORD_BYTES``, or an output (``child.log``) past ``LOG_BYTES``, ends the child, judged a FAIL. A
+real child writes a record of a few kB (lines of at most 2 kB) and a log of under 5 kB; the caps are
+thousands of times that. The log's tail is read by seeking (``proc.file_tail``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from smoke import paths, proc
+from smoke.console import say
+from smoke.results import CheckResult, failed
+from smoke.stages import CHILD_PROCESS
+
+REPO = paths.REPO
+MIB = 1024 * 1024
+CHUNK = 64 * 1024  # read from the record at a time
+RECORD_LINE_BYTES = 4 * MIB  # a record line longer than this is not read
+RECORD_BYTES = 16 * MIB  # a record past this ends the child
+LOG_BYTES = 256 * MIB  # an output past this ends the child
+BAD_KEPT = 1  # the bad lines quoted (the rest are counted)
+
+
+@dataclass
+class ChildOutcome:
+    facts: dict[str, Any]
+    finished: bool
+    returncode: int | None
+    timed_out: bool
+    last_phase: str | None
+    bad_lines: list[str]
+    probe: dict[str, Any] | None = None
+    stopped: bool = False  # the parent ended it (fail-fast on a check it judged)
+    bad_count: int = 0  # lines that are not records (``bad_lines`` quotes the first)
+    overflow: str | None = None  # what the child wrote past a cap (it was ended)
+
+    def bad(self, text: str) -> None:
+        self.bad_count += 1
+        if len(self.bad_lines) < BAD_KEPT:
+            self.bad_lines.append(text[:200])
+
+
+class StopChild(Exception):
+    """Raised by a callback to end the child now (fail-fast)."""
+
+
+def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None],
+                on_phase: Callable[[str, float], None] = lambda name, seconds: None,
+                on_probe: Callable[[dict], None] = lambda facts: None) -> None:
+    try:
+        record = json.loads(line)
+        kind = record["kind"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        outcome.bad(line)
+        return
+    if kind == "check":
+        try:
+            result = CheckResult.from_json(record)
+        except (ValueError, OverflowError) as exc:  # a number past float, say
+            outcome.bad(str(exc))
+            return
+        on_check(result)
+    elif kind == "phase":
+        if record.get("event") == "start":
+            outcome.last_phase = record.get("name")
+            say(f"  ... {record.get('name')}")
+        else:
+            outcome.last_phase = None
+            say(f"  ... {record.get('name')}: {record.get('seconds')} s")
+            on_phase(str(record.get("name")), record.get("seconds"))
+    elif kind == "facts":
+        outcome.facts = {k: v for k, v in record.items() if k != "kind"}
+    elif kind == "probe":
+        outcome.probe = {k: v for k, v in record.items() if k != "kind"}
+        on_probe(outcome.probe)
+    elif kind == "end":
+        outcome.finished = True
+
+
+def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
+              on_check: Callable[[CheckResult], None],
+              on_phase: Callable[[str, float], None] = lambda name, seconds: None,
+              on_probe: Callable[[dict], None] = lambda facts: None) -> ChildOutcome:
+    """Start the child and follow its record file until it exits or its time is up; then end
+    whatever it started and left running."""
+    outcome = ChildOutcome({}, False, None, False, None, [])
+    record.touch()
+    with log.open("wb") as log_handle, record.open("rb") as reader:
+        child = proc.start(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO, own_group=True)
+        try:
+            _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe)
+        finally:  # Ctrl-C, SIGTERM (Interrupted), an error of ours, or its leftovers: nothing outlives us
+            proc.end_group(child, grace=0 if child.returncode is not None else 5.0)
+        outcome.returncode = child.returncode
+    return outcome
+
+
+class _Lines:
+    """The record's complete lines as they come, each at most ``RECORD_LINE_BYTES`` (a longer one is
+    reported once, as ``None``, and skipped to its end); memory bounded by a chunk and a line."""
+
+    def __init__(self, reader) -> None:
+        self.reader = reader
+        self.pending = b""
+        self.skipping = False  # inside a line already reported too long
+        self.total = 0
+
+    def read(self, last: bool):
+        while True:
+            chunk = self.reader.read(CHUNK)
+            if not chunk:
+                break
+            self.total += len(chunk)
+            yield from self._split(chunk)
+            if self.total > RECORD_BYTES:
+                return
+        if last and self.pending.strip() and not self.skipping:
+            yield self.pending.decode(errors="replace")
+            self.pending = b""
+
+    def _split(self, chunk: bytes):
+        data, start = self.pending + chunk, 0
+        self.pending = b""
+        while (stop := data.find(b"\n", start)) >= 0:
+            line, start = data[start:stop], stop + 1
+            if self.skipping:
+                self.skipping = False  # the end of the long line
+            elif len(line) > RECORD_LINE_BYTES:
+                yield None
+            else:
+                yield line.decode(errors="replace")
+        if self.skipping:
+            return
+        if len(data) - start > RECORD_LINE_BYTES:
+            self.skipping = True
+            yield None
+        else:
+            self.pending = data[start:]
+
+
+def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe) -> None:
+    """Read the record as it grows until the child exits, is stopped, runs out of time, or writes
+    past a cap."""
+    deadline = time.monotonic() + timeout
+    lines = _Lines(reader)
+    while True:
+        done = child.poll() is not None
+        try:
+            for line in lines.read(last=done):
+                if line is None:
+                    outcome.bad(f"a record line longer than {RECORD_LINE_BYTES // MIB} MiB (not read)")
+                elif line.strip():
+                    _parse_line(line, outcome, on_check, on_phase, on_probe)
+        except StopChild:
+            outcome.stopped = True
+            if not done:
+                proc.end_group(child, grace=0)
+            return
+        outcome.overflow = _overflow(lines.total, log_handle)
+        if outcome.overflow:  # whether or not it has exited meanwhile: the same verdict every time
+            if not done:
+                proc.end_group(child, grace=0)
+            return
+        if done:
+            return
+        if time.monotonic() > deadline:
+            outcome.timed_out = True
+            proc.end_group(child, grace=0)
+            return
+        time.sleep(0.2)
+
+
+def _overflow(record_bytes: int, log_handle) -> str | None:
+    if record_bytes > RECORD_BYTES:
+        return f"its record passed {RECORD_BYTES // MIB} MiB (a real run's is a few kB)"
+    if os.fstat(log_handle.fileno()).st_size > LOG_BYTES:
+        return f"its output passed {LOG_BYTES // MIB} MiB (a real run's is a few kB)"
+    return None
+
+
+def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult | None:
+    """A child that crashed, hung or spoke garbage is a FAIL of its own, with its log's tail."""
+    if outcome.stopped:
+        return None  # the parent ended it, on a failure it has printed already
+    where = f" during {outcome.last_phase!r}" if outcome.last_phase else ""
+    tail = proc.file_tail(log)
+    if outcome.overflow:
+        return failed(CHILD_PROCESS.name, f"ended{where}: {outcome.overflow}; last output: {tail}")
+    if outcome.timed_out:
+        return failed(CHILD_PROCESS.name, f"killed after the {timeout:g} s time limit{where} (--timeout to change it)")
+    if outcome.bad_count:
+        return failed(CHILD_PROCESS.name, f"wrote {outcome.bad_count} lines that are not check records, first: {outcome.bad_lines[0]!r}")
+    if outcome.returncode and outcome.returncode < 0:
+        sig = signal.Signals(-outcome.returncode).name
+        return failed(CHILD_PROCESS.name, f"ended by {sig}{where}; last output: {tail}")
+    if not outcome.finished:
+        return failed(CHILD_PROCESS.name, f"exited {outcome.returncode}{where} before finishing; last output: {tail}")
+    return None

@@ -1,0 +1,101 @@
+"""The environment of every process that runs in the gate's environment: the child, the negative
+control and the parallel export it starts (they inherit it), and the probe.
+
+A PASS must mean the wheel works with nothing but itself and its declared dependencies, so the
+caller's loader and Python variables (``CALLER_VARIABLES``) do not reach those processes: a 1.5.1
+wheel with a library it needs taken out passed the CPU row when the shell running the gate had
+LD_LIBRARY_PATH pointing at a copy of that library. The gate then sets PYTHONPATH to its own
+checkout, so that the child can import ``smoke``.
+
+The GPU driver belongs to the machine, not the wheel: where the loader finds ``libcuda.so.1`` only
+through the caller's LD_LIBRARY_PATH (some GPU containers), the folders of that path that hold the
+driver's own libraries are kept, and said so. Whether the loader finds the driver without that
+path is asked of the loader itself, through one named function (``finds_driver_alone``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from smoke import proc
+from smoke.errors import GateError
+
+CALLER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+DRIVER = "libcuda.so.1"
+DRIVER_FILES = ("libcuda.so", "libnvidia-")  # names the driver's own libraries start with
+DRIVER_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class LoaderEnv:
+    """The environment to run with, and what was taken out of the caller's to make it."""
+
+    env: dict[str, str]
+    removed: tuple[str, ...] = ()  # names only: their values may be anything
+    driver_folders: tuple[str, ...] = ()  # LD_LIBRARY_PATH folders kept for the GPU driver
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {"removed": list(self.removed), "driver_folders": list(self.driver_folders)}
+
+    def line(self) -> str:
+        """The one line the gate prints about it."""
+        if not self.removed:
+            said = f"clean loader environment: the caller set none of {', '.join(CALLER_VARIABLES)}"
+        else:
+            said = f"clean loader environment: removed the caller's {', '.join(self.removed)}"
+        if self.driver_folders:
+            said += (f"; kept LD_LIBRARY_PATH={os.pathsep.join(self.driver_folders)} for the GPU driver "
+                     f"(the loader finds {DRIVER} only through it)")
+        return said
+
+
+def driver_folders(library_path: str) -> list[str]:
+    """The folders of a LD_LIBRARY_PATH value that hold the GPU driver's own libraries."""
+    found = []
+    for folder in library_path.split(os.pathsep):
+        try:
+            names = os.listdir(folder) if folder else []
+        except OSError:
+            continue
+        if any(name.startswith(DRIVER_FILES) for name in names) and folder not in found:
+            found.append(folder)
+    return found
+
+
+def finds_driver_alone(python: str | os.PathLike, env: Mapping[str, str]) -> bool:
+    """Whether the loader finds the GPU driver (``libcuda.so.1``) with ``env``, which has no
+    LD_LIBRARY_PATH: its cache (``ldconfig``), its default folders. Asked of the loader itself, by
+    opening the driver in a process of the environment's interpreter (the machine the wheel runs on)."""
+    try:
+        ran = proc.run([python, "-I", "-S", "-c", f"import ctypes; ctypes.CDLL({DRIVER!r})"], what=f"looking for {DRIVER}",
+                       env=env, timeout=DRIVER_TIMEOUT_S, check=False)
+    except GateError:
+        return False
+    return ran.returncode == 0
+
+
+def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable, **setting: str) -> LoaderEnv:
+    """``environ`` without the caller's ``CALLER_VARIABLES``, then ``setting`` (the gate's own
+    PYTHONPATH, PATH, ...); LD_LIBRARY_PATH keeps only the driver's folders, and only where the loader
+    finds the driver nowhere else."""
+    env = {k: v for k, v in environ.items() if k not in CALLER_VARIABLES}
+    removed = tuple(name for name in CALLER_VARIABLES if name in environ)
+    kept: list[str] = []
+    holding = driver_folders(environ.get("LD_LIBRARY_PATH", ""))
+    if holding and not finds_driver_alone(python, env):
+        kept = holding
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(kept)
+    env.update(setting)
+    return LoaderEnv(env, removed, tuple(kept))
+
+
+def for_environment(python: Path, repo: Path) -> LoaderEnv:
+    """What the gate runs its processes in the built environment with: the caller's environment made
+    clean, the gate's checkout on PYTHONPATH, the environment's ``bin`` first on PATH."""
+    caller = {k: v for k, v in os.environ.items() if k != "PIP_TARGET"}  # nox installed with --target, say
+    return clean(caller, python, PYTHONPATH=str(repo), PATH=f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                 PYTHONUNBUFFERED="1")
