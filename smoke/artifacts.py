@@ -150,7 +150,7 @@ def _checkdata_segments(data: bytes, program: Table, path: str) -> None:
                                 "(truncated?)")
 
 
-def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes:
+def _delegate_blob(data: bytes, program: Table, delegate: Table) -> bytes | memoryview:
     offset = delegate.Offset(slot(_DELEGATE_PROCESSED))
     if not offset:
         return b""
@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         elif missing:
             line, code = f"{program.path} with {names}: missing {missing}", max(code, EXIT_FAILED)
         else:
-            line = f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys)})"
+            line = f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys or ())})"
         if args.json:
             records.append({"kind": "pairing", "program": program.path, "data_files": [d.path for d in data_files], "missing": missing})
         else:

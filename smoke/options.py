@@ -55,6 +55,8 @@ class Opt:
         """The words that give ``value`` to a parser built from this entry ([] for the default)."""
         if value == self.default:
             return []
+        if self.flag is None:
+            raise ValueError(f"{self.dest} is the positional argument: no flag passes it on")
         if self.action in ("store_true", "store_false"):
             return [self.flag]
         return [self.flag, str(value)]

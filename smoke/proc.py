@@ -73,7 +73,7 @@ def file_tail(path: Path, lines: int = TAIL_LINES) -> str:
     return tail(("..." if cut else "") + data.decode(errors="replace"), lines)
 
 
-def run(cmd: Sequence[str | os.PathLike], *, what: str, error: type[GateError] = GateError, timeout: float | None = None,
+def run(cmd: Sequence[str | os.PathLike], *, what: str, error: type[Exception] = GateError, timeout: float | None = None,
         env: Mapping[str, str] | None = None, cwd: Path | None = None, check: bool = True,
         tail_lines: int = TAIL_LINES, joiner: str = " | ", fix: str = "") -> subprocess.CompletedProcess:
     """Run ``cmd`` to its end, output captured as text (its last ``CAPTURE_BYTES`` of each stream).

@@ -75,6 +75,8 @@ EXECUTED = Check("must execute", CHILD, 98)
 
 def run_check(check: Check, *args) -> "CheckResult":
     """Run a parent-side check and record how long it took."""
+    if check.function is None:
+        raise ValueError(f"{check.name!r} is decided in the child, not by the parent")
     start = time.monotonic()
     result = check.function(*args)
     return result.with_seconds(time.monotonic() - start)

@@ -18,3 +18,8 @@ def test_ruff_finds_nothing():
     proc = subprocess.run([ruff, "check", "--output-format", "concise", *CHECKED], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_finds_nothing():
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

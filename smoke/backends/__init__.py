@@ -28,17 +28,32 @@ if TYPE_CHECKING:
 
 
 class Backend(Protocol):
-    name: str  # the rows' and the workflow's key: "cuda", "xnnpack"
-    delegate_id: str  # BackendDelegate.id its programs carry
-    data_file: str  # its external data file's name, as the runners pass it
-    weightless_writes_data: bool  # does it write a data file for a model with no weights?
-    checks: tuple[Check, ...]  # its own checks, at their places in each stage
+    # Read-only (a backend is a frozen dataclass): properties here, so that its fields satisfy them.
+    @property
+    def name(self) -> str:
+        """The rows' and the workflow's key: "cuda", "xnnpack"."""
+
+    @property
+    def delegate_id(self) -> str:
+        """BackendDelegate.id its programs carry."""
+
+    @property
+    def data_file(self) -> str:
+        """Its external data file's name, as the runners pass it."""
+
+    @property
+    def weightless_writes_data(self) -> bool:
+        """Does it write a data file for a model with no weights?"""
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """Its own checks, at their places in each stage."""
 
     def export(self, model, example, folder: Path) -> None:
         """Export ``model`` through the delegate; write ``model.pte`` and its data file into ``folder``."""
 
     @staticmethod
-    def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+    def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
         """The named data one of its delegates fetches at load, from the program alone (of the kind: no object needed)."""
 
     def not_its_build(self, wheel: Wheel) -> str | None:

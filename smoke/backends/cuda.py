@@ -74,7 +74,7 @@ def export_cuda(model, example, folder: Path) -> None:
     program.write_tensor_data_to_file(str(folder))
 
 
-def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
     """The named data a CudaBackend delegate fetches when it loads, read as the runtime reads them
     (``resolve_blob_keys`` in main's ``backends/aoti/aoti_delegate_handle.h``): processed bytes
     ``"<so key>\\n<weights key>"`` name them (main keys each blob by its content's sha256,
@@ -120,7 +120,9 @@ class Cuda:
     def export(self, model, example, folder: Path) -> None:
         export_cuda(model, example, folder)
 
-    expected_keys = staticmethod(expected_keys)
+    @staticmethod
+    def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
+        return expected_keys(plan, compile_specs, processed)
 
     def not_its_build(self, wheel: Wheel) -> str | None:
         return None if cuda_train(wheel) else f"a CPU build (version {wheel.version}, no +cuXXX label)"

@@ -17,7 +17,7 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from smoke.readers import devicecode
 from smoke.results import CheckResult, failed, passed, skipped
@@ -26,6 +26,7 @@ from smoke.stages import ENVIRONMENT, FILE, Check
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
+    from smoke.backends.cuda import Cuda
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
     from smoke.rows import Row
@@ -69,9 +70,17 @@ def cuda_train(wheel: Wheel) -> str | None:
     return local if _LABEL.match(local) else None
 
 
+def _digits(train: str) -> str:
+    """cu130 -> "130"; a train is a cuXXX label (``cuda_train`` gives only those)."""
+    match = _LABEL.match(train)
+    if match is None:
+        raise ValueError(f"{train!r} is not a CUDA train such as cu130")
+    return match.group(1)
+
+
 def cuda_major(train: str) -> int:
     """cu130 -> 13, cu126 -> 12, cu118 -> 11."""
-    digits = _LABEL.match(train).group(1)
+    digits = _digits(train)
     return int(digits[:-1]) if len(digits) > 1 else int(digits)
 
 
@@ -91,9 +100,10 @@ def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckR
     from smoke.readers.wheel import shared_objects  # here: the child imports this module, and has no packaging
 
     name = CUDA_LIBRARIES.name
-    layout = row.backend.layout(wheel.release)
+    backend = cast("Cuda", row.backend)  # a CUDA row's
+    layout = backend.layout(wheel.release)
     if layout is None:
-        first = min((since for since, _paths in row.backend.layouts), key=lambda v: tuple(map(int, v.split("."))))
+        first = min((since for since, _paths in backend.layouts), key=lambda v: tuple(map(int, v.split("."))))
         return failed(name, f"executorch {wheel.release} predates the CUDA delegate's runtime libraries "
                             f"(first shipped in {first}), so no release of it can run CUDA programs", release=wheel.release)
     since, expected = layout
@@ -142,7 +152,7 @@ def _versioned_as_toolkit(requirement: Requirement) -> bool:
 
 def cuda_minor(train: str) -> int:
     """cu130 -> 0, cu126 -> 6."""
-    return int(_LABEL.match(train).group(1)[-1])
+    return int(_digits(train)[-1])
 
 
 def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | None:
@@ -256,7 +266,7 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
     if train is None:
         # Not a defect of the device code: which list applies is unknown. CUDA build fails the row.
         return skipped(name, "not run: the wheel has no +cuXXX label, so no architecture list applies (see CUDA build)")
-    claimed = row.backend.archs.get(train)
+    claimed = cast("Cuda", row.backend).archs.get(train)  # a CUDA row's
     if claimed is None:
         return failed(name, f"the {row.name} row has no architecture list for {train}: add one to smoke/backends/cuda.py "
                             "(upstream's .ci/scripts/wheel/cuda_arch_list.sh has the lists)")

@@ -50,7 +50,7 @@ def export_xnnpack(model, example, folder: Path) -> None:
     program.write_tensor_data_to_file(str(folder))
 
 
-def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) -> tuple[str, ...]:
+def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
     """The named keys of the delegate's graph's constant data (its own schema)."""
     # Imported here, not at the top: the noxfile loads the rows in nox's own interpreter, and
     # `nox -s tests` asks no more of it than nox (flatbuffers is what the program reader needs).
@@ -60,7 +60,7 @@ def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes) 
     if len(blob) < _XNN_HEADER.size or blob[4:8] != _XNN_MAGIC:
         raise ArtifactError(f"an XnnpackBackend blob without its {_XNN_MAGIC!r} header")
     _magic, _length, fb_offset, fb_size, _const_offset, _const_size = _XNN_HEADER.unpack_from(blob, 4)
-    graph = root(blob[fb_offset : fb_offset + fb_size], b"XN01", "the XNNPACK graph")
+    graph = root(bytes(blob[fb_offset : fb_offset + fb_size]), b"XN01", "the XNNPACK graph")
     return tuple(key for c in vector(graph, _XNN_GRAPH_CONSTANT_DATA) if (key := string(c, _XNN_CONSTANT_NAMED_KEY)))
 
 
@@ -75,7 +75,9 @@ class Xnnpack:
     def export(self, model, example, folder: Path) -> None:
         export_xnnpack(model, example, folder)
 
-    expected_keys = staticmethod(expected_keys)
+    @staticmethod
+    def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
+        return expected_keys(plan, compile_specs, processed)
 
     def not_its_build(self, wheel: Wheel) -> str | None:
         local = wheel.version.local or ""

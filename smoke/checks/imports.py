@@ -26,7 +26,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from packaging.utils import canonicalize_name
 
@@ -110,10 +110,11 @@ def import_time(body: list[ast.stmt]):
                 yield from import_time(node.body)
             yield from import_time(node.orelse)
         elif isinstance(node, ast.Try) or (sys.version_info >= (3, 11) and isinstance(node, getattr(ast, "TryStar", ()))):
-            if not any(_catches_import_error(h) for h in node.handlers):
-                yield from import_time(node.body)
-            yield from import_time(node.orelse)
-            yield from import_time(node.finalbody)
+            tried = cast(ast.Try, node)  # a TryStar has the same fields
+            if not any(_catches_import_error(h) for h in tried.handlers):
+                yield from import_time(tried.body)
+            yield from import_time(tried.orelse)
+            yield from import_time(tried.finalbody)
         elif isinstance(node, (ast.With, ast.For, ast.While, ast.ClassDef)):
             yield from import_time(node.body)
             if isinstance(node, (ast.For, ast.While)):
@@ -192,7 +193,7 @@ def covering(wheel: Wheel, machine: str) -> set[str]:
     for req in wheel.requires_dist:
         extras = set(re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", str(req.marker))) if req.marker else set()
         if req.marker is None or any(req.marker.evaluate({**env, "extra": extra}) for extra in extras | {""}):
-            names.add(canonicalize_name(req.name))
+            names.add(str(canonicalize_name(req.name)))
     return names
 
 
@@ -223,10 +224,10 @@ def check_imports_declared(wheel: Wheel, row: Row, libraries: Libraries) -> Chec
 
         third, reached, broken = scan(sources, read, own, roots)
     declared = covering(wheel, row.machine)
-    missing: dict[str, Found] = {}  # one per distribution that would cover it: torchgen is torch's
+    per_distribution: dict[str, Found] = {}  # one per distribution that would cover it: torchgen is torch's
     for found in sorted((f for f in third.values() if not covered(f.top, declared)), key=lambda f: f.top):
-        missing.setdefault(distribution(found.top), found)
-    missing = list(missing.values())
+        per_distribution.setdefault(distribution(found.top), found)
+    missing = list(per_distribution.values())
     measured = {"public": roots, "modules_reached": len(reached), "third_party": sorted(third),
                 "undeclared": {f.top: f"{f.module} line {f.line}" for f in third.values() if not covered(f.top, declared)},
                 "unparsed": broken}

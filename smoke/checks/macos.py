@@ -22,7 +22,7 @@ from __future__ import annotations
 import posixpath
 import re
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -81,7 +81,8 @@ def check_minimum_macos(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRe
                     problems.append(f"{f.path} ({s.architecture}) needs macOS {s.minimum_macos}, newer than {tag} allows "
                                     f"({allowed}): pip would install it where it does not load; the tag would be "
                                     f"macosx_{s.minimum_macos.major}_{s.minimum_macos.minor}_{_arch}")
-    measured = {"tags": [t for t, _v, _a in tags], "files": len(binaries.machos), "newest": str(newest) if newest else None}
+    measured: dict[str, Any] = {"tags": [t for t, _v, _a in tags], "files": len(binaries.machos),
+                                "newest": str(newest) if newest else None}
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)

@@ -23,7 +23,7 @@ import functools
 import logging
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -190,7 +190,8 @@ def check_platform_tag(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
     for lib in libraries.items:
         for soname, versions in external_versions(lib, shipped).items():
             everything.setdefault(soname, set()).update(versions)
-    problems, measured = [], {"tags": tags, "files": len(libraries.items)}
+    problems: list[str] = []
+    measured: dict[str, Any] = {"tags": tags, "files": len(libraries.items)}
     for tag in tags:
         judged = tag_policy(tag)
         would_be = true_tag(judged.policies, everything)

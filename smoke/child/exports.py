@@ -11,6 +11,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from smoke import proc
 from smoke.child.models import models
@@ -85,6 +86,7 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
 
     model, example = models()[label]
     start = time.monotonic()
+    verdict: dict[str, Any]
     try:
         ROWS[row_name].backend.export(model, example, folder)
         verdict = {"ok": True, "seconds": round(time.monotonic() - start, 3)}

@@ -43,6 +43,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from smoke import proc
 from smoke.child.extensions import torch_outside
@@ -137,7 +138,7 @@ def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> 
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     reached = max((e["loading"] for e in events if "loading" in e), default=-1)
-    outcome = {"reached": reached, "errors": {e["error"]: e["message"] for e in events if "error" in e},
+    outcome: dict[str, Any] = {"reached": reached, "errors": {e["error"]: e["message"] for e in events if "error" in e},
                "signal": signal.Signals(-code).name if code < 0 else None, "exit": code if code >= 0 else None,
                "output": split_output(log), "mapped": next((e["mapped"] for e in events if "mapped" in e), [])}
     broken = [e["broken"] for e in events if "broken" in e]

@@ -68,9 +68,9 @@ def negative_main(pte: str, out: Path) -> int:
     from executorch.extension.pybindings import portable_lib  # noqa: F401  (imported before the program is known)
 
     model, example = models()["weighted"]
-    pte = Path(sys.stdin.readline().strip() if pte == "-" else pte)
+    program = Path(sys.stdin.readline().strip() if pte == "-" else pte)
     try:
-        outputs = run_program(pte, None, example)
+        outputs = run_program(program, None, example)
     except Exception as exc:  # the expected outcome: report it as data
         out.write_text(json.dumps({"outcome": "error", "error": one_line(exc)}))
         return 0

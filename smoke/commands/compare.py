@@ -184,7 +184,7 @@ def _measured(run: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _status(run: dict[str, Any], name: str) -> str | None:
     found = next((r for r in _checks(run) if r.get("name") == name), None)
-    return found and str(found.get("status"))
+    return str(found.get("status")) if found else None
 
 
 def _number(value: Any) -> float | None:
@@ -252,17 +252,17 @@ def runtime_drift(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         outputs.append(entry)
     sizes = []
     for name, key, label in SIZES:
-        before, after = _measured(old, name).get(key), _measured(new, name).get(key)
-        before, after = (v if isinstance(v, int) and not isinstance(v, bool) else None for v in (before, after))
-        sizes.append({"artifact": label, "old": before, "new": after, "ratio": _ratio(before, after)})
+        old_size, new_size = (v if isinstance(v, int) and not isinstance(v, bool) else None
+                              for v in (_measured(old, name).get(key), _measured(new, name).get(key)))
+        sizes.append({"artifact": label, "old": old_size, "new": new_size, "ratio": _ratio(old_size, new_size)})
 
-    def phases(run: dict[str, Any]) -> dict[str, float | None]:
+    def phases(run: dict[str, Any]) -> dict[Any, float | None]:  # keyed by each phase's name, as recorded
         found = run.get("phases") if isinstance(run, dict) else None
         return {p.get("name"): _number(p.get("seconds")) for p in found if isinstance(p, dict)} if isinstance(found, list) else {}
 
-    before, after = phases(old), phases(new)
-    times = [{"phase": name, "old": before.get(name), "new": after.get(name), "ratio": _ratio(before.get(name), after.get(name))}
-             for name in TIMES]
+    old_times, new_times = phases(old), phases(new)
+    times = [{"phase": name, "old": old_times.get(name), "new": new_times.get(name),
+              "ratio": _ratio(old_times.get(name), new_times.get(name))} for name in TIMES]
     versions = {side: (run.get("versions") if isinstance(run.get("versions"), dict) else None)
                 for side, run in (("old", old), ("new", new))}
     return {"tolerance": {"rtol": RTOL, "atol": ATOL}, "outputs": outputs, "sizes": sizes, "times": times, "versions": versions}
@@ -443,7 +443,7 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
             else:
                 shutil.rmtree(work, ignore_errors=True)  # a folder this run made: the rows' logs, reports and work folders
     static["device_code"] = device_code_drift(old_results, new_results)
-    data = {"schema": SCHEMA, "mode": "compare", "row": row.name, "static_only": static_only,
+    data: dict[str, Any] = {"schema": SCHEMA, "mode": "compare", "row": row.name, "static_only": static_only,
             "old": _wheel_json(old), "new": _wheel_json(new), "checks": checks, "static": static, "runtime": runtime}
     data["regressions"] = regressions(checks, runtime)
     data["exit_code"] = EXIT_FAILED if data["regressions"] else 0

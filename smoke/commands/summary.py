@@ -232,7 +232,8 @@ def _cell(check: dict[str, Any] | None) -> str:
     if check is None:
         return "—"
     cell = check["status"].upper()
-    key, template = _SHOWN.get(pipeline.declared(check["name"]), (None, ""))
+    declared = pipeline.declared(check["name"])
+    key, template = _SHOWN[declared] if declared in _SHOWN else (None, "")
     value = check["measured"].get(key) if key else None
     if value is not None:
         cell += " " + template.format(f"{value:.2g}" if isinstance(value, float) else value)
@@ -304,8 +305,8 @@ def judge(reports: dict[str, Report], release: str) -> Verdict:
         cells = []
         for row in rows:
             report = reports.get(row)
-            check = next((c for c in report.checks if c["name"] == name), None) if report else None
-            cells.append(_cell(check))
+            found = next((c for c in report.checks if c["name"] == name), None) if report else None
+            cells.append(_cell(found))
         lines.append(f"| {cell(name)} | " + " | ".join(cells) + " |")
     verdicts = [(("PASS" if reports[r].checks else "NO CHECKS") if reports[r].verdict == Status.PASS.value else "FAIL")
                 if r in reports else "MISSING" for r in rows]

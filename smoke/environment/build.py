@@ -66,7 +66,7 @@ def env_without_pythonpath() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_TARGET")}
 
 
-def run(cmd: Sequence[str], what: str, *, inherit_pythonpath: bool = False) -> subprocess.CompletedProcess:
+def run(cmd: Sequence[str | os.PathLike], what: str, *, inherit_pythonpath: bool = False) -> subprocess.CompletedProcess:
     """Run one command of the build; on failure raise with the command and its output's tail."""
     return proc.run(cmd, what=what, error=EnvironmentBuildError, env=None if inherit_pythonpath else env_without_pythonpath(),
                     tail_lines=15, joiner="\n")
@@ -248,8 +248,8 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         say(f"installing with uv ({uv}) from pip's sources: {sources.describe()}")
     tool = installer.Installer(backend, python, uv, sources)
     pip = tool.base(wheelhouse=options.wheelhouse, torch_index=options.torch_index)
-    constrain = [] if options.torch_from is not None else ["-c", options.constraints]
-    torch = [] if options.torch_from is not None else ["torch"]
+    constrain: list[str | os.PathLike] = [] if options.torch_from is not None else ["-c", options.constraints]
+    torch: list[str | os.PathLike] = [] if options.torch_from is not None else ["torch"]
     if not options.no_deps:
         run(pip + constrain + [wheel.path, *torch], f"installing {wheel.filename} and the paired torch ({backend})")
     else:

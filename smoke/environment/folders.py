@@ -12,7 +12,7 @@ from __future__ import annotations
 try:
     import fcntl
 except ImportError:  # Windows: msvcrt's byte-range lock instead (the Windows row runs its file checks there)
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
     import msvcrt
 import os
 import shutil

@@ -91,7 +91,7 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
 
 
 def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
-              on_check: Callable[[CheckResult], None],
+              on_check: Callable[[CheckResult], object],
               on_phase: Callable[[str, float], None] = lambda name, seconds: None,
               on_probe: Callable[[dict], None] = lambda facts: None) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up; then end

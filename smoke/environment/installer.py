@@ -167,6 +167,7 @@ class Installer:
 
     def base(self, *, wheelhouse: Path | None, torch_index: str | None) -> list[str]:
         if self.backend == "uv":
+            assert self.uv is not None and self.sources is not None, "the uv backend is made with uv and pip's sources"
             cmd = [self.uv, "pip", "install", "--quiet", "--python", str(self.python),
                    "--index-strategy", "unsafe-best-match", *self.sources.uv_flags()]
         else:
@@ -186,6 +187,7 @@ class Installer:
 
 def venv_command(backend: str, uv: str | None, interpreter: str, location: Path) -> list[str]:
     if backend == "uv":
+        assert uv is not None, "the uv backend is chosen only where uv is found"
         # No --seed: nothing in the environment runs pip, and seeding would reach for an index (offline runners have none).
         return [uv, "venv", "--quiet", "--allow-existing", "-p", interpreter, str(location)]
     return [sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter, str(location)]

@@ -74,7 +74,8 @@ class Library:
 
     def origin_targets(self) -> list[str]:
         """Its sound ``$ORIGIN`` entries, as folders relative to site-packages."""
-        return [resolve(self.path, entry) for entry in self.search_path if not entry_problem(self.path, entry)]
+        return [target for entry in self.search_path
+                if not entry_problem(self.path, entry) and (target := resolve(self.path, entry)) is not None]
 
 
 def is_elf(data: bytes) -> bool:

@@ -103,7 +103,10 @@ def _slice(data: bytes, offset: int, size: int) -> Slice:
     if commands_size > MAX_COMMANDS_BYTES or header_size + commands_size > size:
         raise MachOError(f"its header declares {commands_size} B of load commands ({int(header.ncmds)} commands), "
                          f"more than its {size}-byte slice holds")
-    rpaths, dylibs, weak, minimum, platform, install_name = [], [], [], None, None, ""
+    rpaths: list[str] = []
+    dylibs: list[str] = []
+    weak: list[str] = []
+    minimum, platform, install_name = None, None, ""
     position, end = start, start + commands_size
     for index in range(int(header.ncmds)):
         if position + 8 > end:

@@ -20,7 +20,6 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 from zlib import error as zlib_error
 
 from packaging.markers import default_environment
@@ -31,9 +30,6 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import proc
 from smoke.errors import InvalidWheel, WrongPlatform
-
-if TYPE_CHECKING:
-    from smoke.rows import Row
 
 PROJECT = "executorch"
 
@@ -409,7 +405,7 @@ def shared_objects(wheel: Wheel) -> list[str]:
 
 
 # The marker variables of each system a row is for, as its CPython reports them.
-SYSTEM_MARKERS = {"linux": {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"},
+SYSTEM_MARKERS: dict[str, dict[str, str]] = {"linux": {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"},
                   "macos": {"platform_system": "Darwin", "sys_platform": "darwin", "os_name": "posix"},
                   "windows": {"platform_system": "Windows", "sys_platform": "win32", "os_name": "nt"}}
 
@@ -417,7 +413,7 @@ SYSTEM_MARKERS = {"linux": {"platform_system": "Linux", "sys_platform": "linux",
 def marker_environment(machine: str, wheel: Wheel, system: str = "linux") -> dict[str, str]:
     """The marker variables of a machine of this kind (a row's: Linux unless ``system`` says) with the wheel's Python."""
     interpreters = sorted(t.interpreter for t in wheel.tags if t.interpreter.startswith("cp") and t.interpreter[2:].isdigit())
-    env = dict(default_environment())
+    env: dict[str, str] = {key: str(value) for key, value in default_environment().items()}
     env.update(platform_machine=machine, **SYSTEM_MARKERS[system],
                implementation_name="cpython", platform_python_implementation="CPython", extra="")
     if interpreters:
@@ -447,6 +443,3 @@ class Providers:
                 return req.name
         return None
 
-
-def provider(wheel: Wheel, row: Row, target: str) -> str | None:
-    return Providers(wheel, row)(target)
