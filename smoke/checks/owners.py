@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from smoke.backends.cuda_checks import cuda_train
 from smoke.readers import elf
 from smoke.results import CheckResult, failed, passed
 
@@ -224,8 +225,7 @@ def required(component: Component, wheel: Wheel | None) -> bool:
     if wheel is None:
         return False
     if component.required == CUDA:
-        local = wheel.version.local or ""
-        return local.startswith("cu") and local[2:].isdigit()
+        return cuda_train(wheel) is not None  # a +cuXXX label: the wheel says it is a CUDA wheel
     return bool(component.required)
 
 
