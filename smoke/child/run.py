@@ -6,7 +6,7 @@ programs with their data files and compares them with eager PyTorch (``smoke.chi
 runs the negative control (``smoke.child.negative``). It speaks to the parent only through its record
 file (``smoke.record``).
 
-Usage (the parent does this): ``python -m smoke.child.run ROW WORKDIR RECORD [--fail-fast] [--no-overlap]
+Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail-fast] [--no-overlap]
 [--parallel-exports yes|no]``, the options being the row's own (``smoke.options``).
 """
 
@@ -147,7 +147,7 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m smoke.child.run")
+    parser = argparse.ArgumentParser(prog="python -m smoke.child")
     parser.add_argument("row", choices=sorted(ROWS))
     parser.add_argument("workdir", type=Path)
     parser.add_argument("record", type=Path)

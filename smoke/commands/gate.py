@@ -196,7 +196,7 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     record, log = workdir / "record.jsonl", workdir / "child.log"
     with machine("the work folder", workdir, "--workdir"):
         record.write_text("")
-    cmd = [str(env.python), "-m", "smoke.child.run", row.name, str(workdir), str(record), *opts.child_arguments(options)]
+    cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     def on_probe(facts: dict) -> None:
