@@ -38,9 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from smoke.artifacts import read_data_file  # noqa: E402
 from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
+from smoke.child import delegates  # noqa: E402
 from smoke.child.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
+from smoke.child.row import ChildRow  # noqa: E402
 from smoke.results import CheckResult, Status, failed  # noqa: E402
-from smoke.rows import ROWS  # noqa: E402
+from smoke.rows import ROWS, child_data  # noqa: E402
 
 
 def _write(program, folder: Path) -> None:
@@ -57,7 +59,7 @@ def export(row, model, example, folder: Path, *, external: bool = True, partitio
     if not partitioned:
         return _write(to_edge_transform_and_lower(torch.export.export(model, example)).to_executorch(), folder)
     if external:
-        return row.backend.export(model, example, folder)
+        return delegates.export(ChildRow(**child_data(row)), model, example, folder)
     if row.backend.name == "xnnpack":  # no constant tagged for the data file
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
@@ -68,7 +70,7 @@ def export(row, model, example, folder: Path, *, external: bool = True, partitio
     original = CudaBackend.__dict__["save_data_externally"]
     CudaBackend.save_data_externally = classmethod(lambda cls: False)
     try:
-        row.backend.export(model, example, folder)
+        delegates.export(ChildRow(**child_data(row)), model, example, folder)
     finally:
         CudaBackend.save_data_externally = original
 
@@ -77,7 +79,7 @@ def run_one(argv: list[str]) -> int:
     """``--run-one ROW PTE PTD``: the weighted model's ``run with data file`` on these files, as JSON on stdout."""
     row, pte, ptd = ROWS[argv[0]], Path(argv[1]), Path(argv[2])
     model, example = models()["weighted"]
-    result = check_run(row, "weighted", pte, ptd, model, example, registered_backends())
+    result = check_run(ChildRow(**child_data(row)), "weighted", pte, ptd, model, example, registered_backends())
     print(json.dumps({"status": result.status.value, "reason": result.reason}), flush=True)
     return 0
 
@@ -124,7 +126,7 @@ def main(argv: list[str]) -> int:
     say("CONTROL", "data file", data, want_fail=False)
     say("CONTROL", "weights", check_weights_in_data_file(data_file, data.measured.get("data_file_bytes", 0), weightless_bytes, weight),
         want_fail=False)
-    say("CONTROL", "run", check_run(row, "weighted", weighted / "model.pte", weighted / data_file, model, example, backends),
+    say("CONTROL", "run", check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file, model, example, backends),
         want_fail=False)
 
     # Weights left in the program.

@@ -52,6 +52,13 @@ ROWS: dict[str, Row] = {
     )
 }
 
+def child_data(row: Row) -> dict[str, object]:
+    """What the child is given of its row (``smoke.child.row.ChildRow``'s fields), as data it reads from a file."""
+    return {"name": row.name, "backend": row.backend.name, "delegate_id": row.backend.delegate_id,
+            "data_file": row.backend.data_file, "weightless_writes_data": row.backend.weightless_writes_data,
+            "execution_required": row.execution_required}
+
+
 # Where each system's rows run end to end: the host's platform.system().
 HOST_SYSTEMS = {"Linux": "linux", "Darwin": "macos", "Windows": "windows"}
 

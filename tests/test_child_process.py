@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from smoke.backends.cuda import check_device
+from smoke.child.delegates import check_device
 from smoke.environment.follow import judge_child, run_child
 from smoke.results import Status
-from smoke.rows import ROWS
-from tests.helpers import CHECK, PHASE, fake_child
+from tests.helpers import CHECK, PHASE, child_row, fake_child
 
 
 def test_a_finished_child_is_not_judged(tmp_path):
@@ -52,7 +51,7 @@ H200 = {"cuda_available": True, "torch_cuda": "13.0", "device_name": "NVIDIA H20
     ],
 )
 def test_device_check_per_row(row, facts, status, text):
-    result = check_device(ROWS[row], facts)
+    result = check_device(child_row(row), facts)
     assert result.status is status and text in result.reason
 
 
@@ -83,7 +82,7 @@ def test_an_export_process_that_dies_without_its_result_is_a_failure(tmp_path):
     helper = subprocess.Popen([sys.executable, "-c", "print('killed by the OOM killer, say'); raise SystemExit(9)"],
                               stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)
     rec = Recorder(tmp_path / "record.jsonl", fail_fast=False)
-    assert collect_export(rec, ROWS["cpu_x86_64"], helper, tmp_path, tmp_path) is False
+    assert collect_export(rec, child_row("cpu_x86_64"), helper, tmp_path, tmp_path) is False
     records = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
     check = next(r for r in records if r["kind"] == "check")
     assert check["status"] == "fail" and check["name"] == "export (weightless)"

@@ -20,7 +20,21 @@ from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
 from smoke.stages import CHILD_PROCESS
-from tests.helpers import CHECK, CPU, DATA, DEVICE_CODE, H200, H200_MAIN, PHASE, SHIMS, cuda_parts, fake_child, make_cuda_wheel, rewrite_wheel
+from tests.helpers import (
+    CHECK,
+    CPU,
+    DATA,
+    DEVICE_CODE,
+    H200,
+    H200_MAIN,
+    PHASE,
+    SHIMS,
+    child_row,
+    cuda_parts,
+    fake_child,
+    make_cuda_wheel,
+    rewrite_wheel,
+)
 
 CUDA, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
 slow = pytest.mark.slow
@@ -125,7 +139,7 @@ def weights_not_in_the_data_file(ctx):
 # --- main's layout (content-hashed keys in the delegate's processed bytes, et_copy around it) ----------
 
 MAIN_WEIGHTS_KEY = b"2fde66a9f2012fda28059b58e6b15d99c8e0829e2113e99d2e25d5bad3d852b3_weights_blob"
-MAIN_SO_KEY = b"0dc551f9a9087e80cfb2137b5cb5d64e8caf5dad448eb8fd155bf2e1dd41d2d1_so_blob"
+MAIN_SO_KEY = b"b7dda8b2db45e08af0da7fc3f91ed897b3fab5e3a72c7fd0673f62b9000a2da9_so_blob"
 
 
 def _main_edit(ctx, name: str, old: bytes, new: bytes):
@@ -196,7 +210,7 @@ def program_with_no_delegate(ctx):
 def program_partly_delegated(ctx):
     import torch
 
-    from smoke.backends.xnnpack import export_xnnpack
+    from smoke.child.delegates import export_xnnpack
 
     class LinearThenCumsum(torch.nn.Module):  # XNNPACK takes the linear, not the cumsum
         def __init__(self):
@@ -217,7 +231,7 @@ def _run_with(ctx, ptd: Path):
     from smoke.child.models import check_run, models, registered_backends
 
     model, example = models()["weighted"]
-    return check_run(CPU_ROW, "weighted", ctx.exported["weighted"] / "model.pte", ptd, model, example, registered_backends())
+    return check_run(child_row(CPU_ROW.name), "weighted", ctx.exported["weighted"] / "model.pte", ptd, model, example, registered_backends())
 
 
 def _payload_edit(ctx, edit):
@@ -243,7 +257,7 @@ def one_weight_changed(ctx):
 def another_models_weights(ctx):
     import torch
 
-    from smoke.backends.xnnpack import export_xnnpack
+    from smoke.child.delegates import export_xnnpack
 
     torch.manual_seed(1)
     other = torch.nn.Linear(8, 4).eval()
@@ -263,7 +277,7 @@ def weights_baked_into_the_program(ctx):
     program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()]).to_executorch()
     (ctx.tmp / "model.pte").write_bytes(program.buffer)
     ctx.monkeypatch.chdir(Path(__file__).resolve().parent.parent)
-    return negative_control(CPU_ROW, ctx.tmp / "model.pte", ctx.tmp)
+    return negative_control(child_row(CPU_ROW.name), ctx.tmp / "model.pte", ctx.tmp)
 
 
 # --- the child process -------------------------------------------------------------------------
@@ -360,4 +374,38 @@ def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_pa
     ctx = Context(request, tmp_path, monkeypatch)
     assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.backend.data_file).status is Status.PASS
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
-    assert negative_control(CPU_ROW, ctx.exported["weighted"] / "model.pte", tmp_path).status is Status.PASS
+    assert negative_control(child_row(CPU_ROW.name), ctx.exported["weighted"] / "model.pte", tmp_path).status is Status.PASS
+
+
+# --- the parent judges what the child wrote (smoke.child.ask "exported"): main's real H200 pair ------------
+
+def test_the_parent_judges_mains_real_pair_and_answers_each_data_files_verdict(tmp_path):
+    """main's weightless and weighted exports from the H200: delegate, data file and weights PASS, and the answer
+    the child waits for says both data files passed."""
+    import shutil
+
+    from smoke.checks.exported import judge_exports
+
+    for label in ("weightless", "weighted"):
+        shutil.copytree(H200_MAIN / label, tmp_path / label)
+    results, answer = judge_exports(CUDA.backend, tmp_path, {"exported": {"weightless": True, "weighted": True},
+                                                             "weight_matrix_bytes": 128})
+    assert [(r.name, r.status) for r in results] == [
+        ("delegate (weightless)", Status.PASS), ("data file (weightless)", Status.PASS),
+        ("delegate (weighted)", Status.PASS), ("data file (weighted)", Status.PASS), ("weights in the data file", Status.PASS)]
+    assert results[-1].reason == "aoti_cuda_blob.ptd is 384 B, 128 B over the weightless model's 256 B, ≥ the 128 B weight matrix"
+    assert answer == {"data_file": {"weightless": "pass", "weighted": "pass"}}
+    # The weighted program with the weightless model's data file: the weights key is missing; its run must not be tried.
+    shutil.copy(H200_MAIN / "weightless" / "aoti_cuda_blob.ptd", tmp_path / "weighted" / "aoti_cuda_blob.ptd")
+    results, answer = judge_exports(CUDA.backend, tmp_path, {"exported": {"weightless": True, "weighted": True},
+                                                             "weight_matrix_bytes": 128})
+    by_name = {r.name: r for r in results}
+    assert by_name["data file (weighted)"].status is Status.FAIL
+    assert "lacks the named data its program expects: 2fde66a9" in by_name["data file (weighted)"].reason
+    assert by_name["weights in the data file"].status is Status.SKIP
+    assert answer == {"data_file": {"weightless": "pass", "weighted": "fail"}}
+    # An export that did not happen: its checks are skipped, saying so, and so is its run.
+    results, answer = judge_exports(CUDA.backend, tmp_path, {"exported": {"weightless": False, "weighted": False}})
+    assert [r.line() for r in results[:2]] == ["SKIP delegate (weightless): not run: export (weightless) did not happen",
+                                               "SKIP data file (weightless): not run: export (weightless) did not happen"]
+    assert answer == {"data_file": {"weightless": "skip", "weighted": "skip"}}

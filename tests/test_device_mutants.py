@@ -14,13 +14,14 @@ pytestmark = pytest.mark.slow
 
 
 def test_every_mutant_fails_by_its_own_check_and_the_control_passes(tmp_path):
+    from smoke.child import delegates
     from smoke.child.models import models
-    from smoke.rows import ROWS
+    from tests.helpers import child_row
 
     work = tmp_path / "work"
     for label, (model, example) in models().items():
         (work / label).mkdir(parents=True)
-        ROWS["cpu_x86_64"].backend.export(model, example, work / label)
+        delegates.export(child_row("cpu_x86_64"), model, example, work / label)
     proc = subprocess.run([sys.executable, str(REPO / ".ci" / "device_mutants.py"), "cpu_x86_64", "1.5.1", str(work),
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(("CONTROL", "MUTANT", "SKIP"))]

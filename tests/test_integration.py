@@ -12,7 +12,7 @@ import pytest
 
 from smoke.checks.pipeline import result_names
 from smoke.rows import ROWS
-from tests.helpers import nox
+from tests.helpers import child_row, nox
 
 CPU_CHECKS = len(result_names(ROWS["cpu_x86_64"]))  # every check the row declares
 
@@ -154,10 +154,14 @@ def test_a_real_export_failing_in_its_own_process_is_a_failure_naming_the_error(
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    cmd = [sys.executable, "-m", "smoke.child.exports", "cpu_x86_64", PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
+    from smoke.rows import child_data
+
+    row_file = tmp_path / "row.json"
+    row_file.write_text(json.dumps(child_data(ROWS["cpu_x86_64"])))
+    cmd = [sys.executable, "-m", "smoke.child.exports", str(row_file), PARALLEL_LABEL, str(blocker), str(tmp_path / "export.json")]
     helper = subprocess.Popen(cmd, stdout=open(tmp_path / "export.log", "wb"), stderr=subprocess.STDOUT)
     rec = Recorder(tmp_path / "record.jsonl", fail_fast=False)
-    assert collect_export(rec, ROWS["cpu_x86_64"], helper, blocker, tmp_path) is False
+    assert collect_export(rec, child_row("cpu_x86_64"), helper, blocker, tmp_path) is False
     check = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines() if '"check"' in line][-1]
     assert check["status"] == "fail"
     assert "export through the XnnpackBackend partitioner raised" in check["reason"] and "(in its own process)" in check["reason"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from smoke import stages
+from smoke.checks.exported import program_facts
 from smoke.child import portable
 from smoke.results import Status
 
@@ -20,7 +21,7 @@ def exported_portable(tmp_path_factory):
 
 
 def test_a_program_with_no_delegate_runs_on_the_kernels_and_matches_eager(tmp_path):
-    result = portable.check_portable(tmp_path / "portable")
+    result = portable.check_portable(tmp_path / "portable", program_facts)
     assert result.status is Status.PASS, result.reason
     assert result.reason.startswith("loaded with no delegate, 6 operators on the kernels (aten::add.out, aten::addmm.out")
     assert "matched eager" in result.reason and result.measured["max_abs_diff"] <= 1e-5
@@ -29,7 +30,7 @@ def test_a_program_with_no_delegate_runs_on_the_kernels_and_matches_eager(tmp_pa
 def test_a_program_that_carries_a_delegate_does_not_prove_the_kernels(exported):
     # The XNNPACK export of the weighted model: every operator inside the delegate.
     model, example = portable.portable_model()
-    result = portable.judge(exported["weighted"] / "model.pte", model, example)
+    result = portable.judge(exported["weighted"] / "model.pte", model, example, program_facts)
     assert result.status is Status.FAIL
     assert result.reason == "model.pte does not prove the kernels: plans {'forward': ['XnnpackBackend']} carry delegates"
 
@@ -41,7 +42,7 @@ def test_an_output_that_is_not_eagers_fails(exported_portable):
     with torch.no_grad():
         model.second.bias += 0.5  # eager now differs from what the program computes
     try:
-        result = portable.judge(pte, model, example)
+        result = portable.judge(pte, model, example, program_facts)
     finally:
         with torch.no_grad():
             model.second.bias -= 0.5
@@ -53,7 +54,7 @@ def test_a_damaged_program_fails_saying_so(exported_portable, tmp_path):
     pte, model, example = exported_portable
     damaged = tmp_path / "model.pte"
     damaged.write_bytes(pte.read_bytes()[:200])
-    result = portable.judge(damaged, model, example)
+    result = portable.judge(damaged, model, example, program_facts)
     assert result.status is Status.FAIL and result.reason.startswith("cannot read the program:")
 
 

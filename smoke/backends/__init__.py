@@ -1,9 +1,10 @@
 """The delegates a row can gate, one module each, behind one small Protocol.
 
 A backend says what its rows need and nothing else does: the delegate id its programs carry,
-the data file it writes, how a model is exported through it, the keys its delegates fetch from
-the data file, the checks of its own (declared as ``smoke.stages.Check``: on the wheel file,
-on the environment, in the child), the rules it adds to common checks, and what a device is to it.
+the data file it writes, the keys its delegates fetch from the data file, the checks of its own
+(declared as ``smoke.stages.Check``: on the wheel file, on the environment, in the child), and the
+rules it adds to common checks. How a model is exported through it and what a device is to it run in
+the child, which is given its row as data: ``smoke.child.delegates``, keyed by the backend's ``name``.
 A row (``smoke.rows``) names its backend object; nothing else branches on which one it is.
 
 Adding a delegate: a module here with an object satisfying ``Backend``, its kind in ``KINDS``; a
@@ -12,7 +13,6 @@ row in ``smoke.rows`` that names it; the row in the workflow's matrix.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from smoke.backends.cuda import Cuda
@@ -22,7 +22,6 @@ from smoke.backends.xnnpack import Xnnpack
 if TYPE_CHECKING:
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
-    from smoke.results import CheckResult
     from smoke.rows import Row
     from smoke.stages import Check
 
@@ -49,9 +48,6 @@ class Backend(Protocol):
     def checks(self) -> tuple[Check, ...]:
         """Its own checks, at their places in each stage."""
 
-    def export(self, model, example, folder: Path) -> None:
-        """Export ``model`` through the delegate; write ``model.pte`` and its data file into ``folder``."""
-
     @staticmethod
     def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
         """The named data one of its delegates fetches at load, from the program alone (of the kind: no object needed)."""
@@ -64,12 +60,6 @@ class Backend(Protocol):
 
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
         """Its part of ``torch agrees``: the problems, and what a PASS says."""
-
-    def device_facts(self) -> dict[str, Any]:
-        """In the child, torch imported: the device it runs on, for the report."""
-
-    def check_device(self, row: Row, facts: dict[str, Any]) -> CheckResult | None:
-        """In the child: is there a device the exports and loads can use (None: it needs none)."""
 
 
 # Every kind of backend a row may name: a new backend's object is added here, and named by its rows.

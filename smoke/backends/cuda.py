@@ -5,17 +5,13 @@
   ``<method>_weights_blob`` up to 1.4, ``<sha256>_so_blob`` and ``<sha256>_weights_blob`` on main,
   named in the delegate's processed bytes (``expected_keys``).
 - Its checks of the wheel file and the environment, judged by the parent, are in
-  ``smoke.backends.cuda_checks``; here, the object a row names and what runs in the child: the
-  export through the delegate and the device check (a visible GPU that torch was built for).
-
-The child imports this module inside the gate's environment, so it imports nothing beyond the
-standard library at its top: torch and executorch are imported where used.
+  ``smoke.backends.cuda_checks``; here, the object a row names. What runs in the child (the export
+  through the delegate, the device check) is ``smoke.child.delegates``'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smoke.backends.cuda_checks import (
@@ -29,49 +25,12 @@ from smoke.backends.cuda_checks import (
     runpath_problems,
     torch_problems,
 )
-from smoke.results import CheckResult, failed, passed, skipped
-from smoke.stages import CHILD, Check
+from smoke.stages import CUDA_DEVICE, Check
 
 if TYPE_CHECKING:
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
     from smoke.rows import Row
-
-
-def device_facts() -> dict[str, Any]:
-    import torch
-
-    facts: dict[str, Any] = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda}
-    if facts["cuda_available"]:
-        major, minor = torch.cuda.get_device_capability(0)
-        facts.update(device_name=torch.cuda.get_device_name(0), sm=f"sm_{major}{minor}", arch_list=torch.cuda.get_arch_list())
-    return facts
-
-
-def check_device(row: Row, facts: dict[str, Any]) -> CheckResult:
-    name = CUDA_DEVICE.name
-    if facts["cuda_available"]:
-        if facts["sm"] not in facts["arch_list"]:
-            return failed(name, f"{facts['device_name']} is {facts['sm']}, torch's arch list {facts['arch_list']} lacks it", **facts)
-        return passed(name, f"{facts['device_name']} ({facts['sm']}), in torch's arch list", **facts)
-    why = f"no CUDA device visible (torch.cuda.is_available() is False; torch CUDA {facts['torch_cuda'] or 'none: a CPU build'})"
-    if row.execution_required:
-        return failed(name, f"{why}; the {row.name} row must execute", **facts)
-    return skipped(name, f"{why}; export and execution need one", **facts)
-
-
-def export_cuda(model, example, folder: Path) -> None:
-    import torch
-    from executorch.backends.cuda.cuda_backend import CudaBackend
-    from executorch.backends.cuda.cuda_partitioner import CudaPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    # The method-name compile spec works on every release; 1.2 and 1.3 reject an
-    # empty list ("Could not find method name in compile specs").
-    partitioner = CudaPartitioner([CudaBackend.generate_method_name_compile_spec("forward")])
-    program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[partitioner]).to_executorch()
-    (folder / "model.pte").write_bytes(program.buffer)
-    program.write_tensor_data_to_file(str(folder))
 
 
 def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
@@ -94,9 +53,6 @@ def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes |
     return (f"{method}_so_blob", f"{method}_weights_blob")
 
 
-CUDA_DEVICE = Check("CUDA device", CHILD, 10)
-
-
 @dataclass(frozen=True)
 class Cuda:
     """The CUDA backend of one machine's row: its architecture lists per CUDA train, and the layouts."""
@@ -117,9 +73,6 @@ class Cuda:
         fitting = [layout for layout in self.layouts if key(layout[0]) <= key(release)]
         return max(fitting, key=lambda layout: key(layout[0])) if fitting else None
 
-    def export(self, model, example, folder: Path) -> None:
-        export_cuda(model, example, folder)
-
     @staticmethod
     def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
         return expected_keys(plan, compile_specs, processed)
@@ -133,8 +86,3 @@ class Cuda:
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
         return torch_problems(wheel, facts)
 
-    def device_facts(self) -> dict[str, Any]:
-        return device_facts()
-
-    def check_device(self, row: Row, facts: dict[str, Any]) -> CheckResult | None:
-        return check_device(row, facts)

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from smoke.results import CheckResult
 from smoke.stages import Check
 
 if TYPE_CHECKING:
@@ -32,22 +30,7 @@ _XNN_GRAPH_CONSTANT_DATA = 8
 _XNN_CONSTANT_NAMED_KEY = 2
 
 
-XNNPACK_DATA_TAG = "model"
-
-
-def export_xnnpack(model, example, folder: Path) -> None:
-    import torch
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
-
-    # Tag every constant for the external data file named after the tag
-    # ("model" -> model.ptd), then export again so the tags reach the delegate.
-    module = torch.export.export(model, example).module()
-    delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda node: XNNPACK_DATA_TAG)
-    program = to_edge_transform_and_lower(torch.export.export(module, example), partitioner=[XnnpackPartitioner()]).to_executorch()
-    (folder / "model.pte").write_bytes(program.buffer)
-    program.write_tensor_data_to_file(str(folder))
+XNNPACK_DATA_TAG = "model"  # the tag of its constants, which names its data file (smoke.child.delegates exports so)
 
 
 def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
@@ -72,9 +55,6 @@ class Xnnpack:
     weightless_writes_data: bool = False  # none for a model without weights (executorch 1.2.0 and 1.5.1)
     checks: tuple[Check, ...] = ()
 
-    def export(self, model, example, folder: Path) -> None:
-        export_xnnpack(model, example, folder)
-
     @staticmethod
     def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
         return expected_keys(plan, compile_specs, processed)
@@ -89,8 +69,3 @@ class Xnnpack:
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
         return [], []
 
-    def device_facts(self) -> dict[str, Any]:
-        return {"cuda_available": False}
-
-    def check_device(self, row: Row, facts: dict[str, Any]) -> CheckResult | None:
-        return None  # the CPU: nothing to find

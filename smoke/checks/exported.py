@@ -1,13 +1,16 @@
 """The checks on exported artifacts. Pure functions of files and numbers, so
-each can be shown to fail on a changed copy of a real artifact."""
+each can be shown to fail on a changed copy of a real artifact.
+
+The parent judges them on what the child wrote, when the child asks (``smoke.child.ask``: ``judge_exports``),
+and reads the portable kernels' program for it (``program_facts``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from smoke.artifacts import ArtifactError, missing_keys, read_data_file, read_program
-from smoke.results import CheckResult, failed, passed
-from smoke.stages import DATA_FILE, DELEGATE, WEIGHTS
+from smoke.results import CheckResult, Status, failed, passed, skipped
+from smoke.stages import DATA_FILE, DELEGATE, EXPORT, WEIGHTS
 
 # The host/device copies exir puts at the boundary of a delegate compiled for a device (one whose
 # ``target_device`` compile spec names it, as main's CudaPartitioner adds): ``PropagateDevicePass``
@@ -105,3 +108,42 @@ def check_weights_in_data_file(data_file: str, weighted_bytes: int, weightless_b
     if difference >= weight_bytes:
         return passed(name, f"{text}, ≥ the {weight_bytes} B weight matrix", **measured)
     return failed(name, f"{text}, < the {weight_bytes} B weight matrix: the weights are not in the data file", **measured)
+
+
+# --- the child's questions (smoke.child.ask), answered here: what the parent's readers read ---------------
+
+def judge_exports(backend, workdir: Path, asked: dict) -> tuple[list[CheckResult], dict]:
+    """``exported``: the checks of what the child wrote, in the order a run reports them, and the answer
+    (each label's ``data file`` status: its run depends on it). ``asked["exported"]``: label -> whether
+    that export happened; ``asked["weight_matrix_bytes"]``: the weighted model's weight matrix."""
+    exported = {str(label): bool(done) for label, done in dict(asked.get("exported") or {}).items()}
+    results: list[CheckResult] = []
+    data: dict[str, CheckResult] = {}
+    for label, done in exported.items():
+        if not done:
+            results.append(skipped(DELEGATE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
+            data[label] = skipped(DATA_FILE.of(label), f"not run: {EXPORT.of(label)} did not happen")
+            results.append(data[label])
+            continue
+        folder = workdir / label
+        results.append(check_delegated(label, folder / "model.pte", backend.delegate_id))
+        required = label == "weighted" or backend.weightless_writes_data
+        data[label] = check_data_file(label, folder, backend.data_file, required=required)
+        results.append(data[label])
+    if set(data) == {"weightless", "weighted"} and all(r.status is Status.PASS for r in data.values()):
+        results.append(check_weights_in_data_file(
+            backend.data_file, data["weighted"].measured["data_file_bytes"], data["weightless"].measured["data_file_bytes"],
+            int(asked.get("weight_matrix_bytes") or 0)))
+    else:
+        results.append(skipped(WEIGHTS.name, "not run: a data file is missing or unreadable"))
+    return results, {"data_file": {label: result.status.value for label, result in data.items()}}
+
+
+def program_facts(pte: Path) -> dict:
+    """``program``: a program's plans, their delegates and the operators they leave, or why it cannot be read."""
+    try:
+        program = read_program(pte)
+    except (OSError, ArtifactError) as exc:
+        return {"error": str(exc)}
+    return {"bytes": program.size, "plans": [{"name": plan.name, "delegate_ids": list(plan.delegate_ids),
+                                              "operators": list(plan.operators)} for plan in program.plans]}

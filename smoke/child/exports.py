@@ -1,5 +1,5 @@
 """Exporting the two models through the row's backend: in the child, or the weightless one in a
-process of its own at the same time (``--parallel-exports``): ``python -m smoke.child.exports ROW LABEL
+process of its own at the same time (``--parallel-exports``): ``python -m smoke.child.exports ROW.json LABEL
 FOLDER VERDICT.json``, which writes its outcome as data for the child to collect.
 """
 
@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from smoke import proc
+from smoke.child import delegates
 from smoke.child.models import models
 from smoke.child.probe import one_line
+from smoke.child.row import ChildRow
 from smoke.record import Recorder
 from smoke.results import CheckResult, failed, passed
-from smoke.rows import ROWS, Row
 from smoke.stages import EXPORT
 
 # With --parallel-exports yes, the weightless model is exported by a helper process at the same
@@ -34,14 +35,14 @@ def parallel(choice: str, overlap: bool) -> bool:
     return choice == "yes" and overlap
 
 
-def export_here(rec: Recorder, row: Row, name: str, model, example, folder: Path) -> bool:
+def export_here(rec: Recorder, row: ChildRow, name: str, model, example, folder: Path) -> bool:
     start = time.monotonic()
     try:
         with rec.phase(name):
-            row.backend.export(model, example, folder)
+            delegates.export(row, model, example, folder)
     except Exception as exc:
         rec.write(kind="log", text=traceback.format_exc())
-        rec.check(failed(name, f"export through the {row.backend.delegate_id} partitioner raised {one_line(exc)}"))
+        rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
         return False
     rec.check(_wrote(name, folder, time.monotonic() - start))
     return True
@@ -54,15 +55,15 @@ def _wrote(name: str, folder: Path, seconds: float, own_process: bool = False) -
                   seconds=seconds, own_process=own_process)
 
 
-def start_export_process(row: Row, workdir: Path) -> subprocess.Popen:
+def start_export_process(row_file: Path, workdir: Path) -> subprocess.Popen:
     folder = workdir / PARALLEL_LABEL
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "smoke.child.exports", row.name, PARALLEL_LABEL, str(folder), str(workdir / "export.json")]
+    cmd = [sys.executable, "-m", "smoke.child.exports", str(row_file), PARALLEL_LABEL, str(folder), str(workdir / "export.json")]
     with open(workdir / "export.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
         return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
-def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Path, workdir: Path) -> bool:
+def collect_export(rec: Recorder, row: ChildRow, helper: subprocess.Popen, folder: Path, workdir: Path) -> bool:
     name = EXPORT.of(PARALLEL_LABEL)
     helper.wait()
     try:
@@ -74,13 +75,13 @@ def collect_export(rec: Recorder, row: Row, helper: subprocess.Popen, folder: Pa
     rec.write(kind="phase", name=name, event="end", seconds=verdict["seconds"])
     if not verdict["ok"]:
         rec.write(kind="log", text=verdict["traceback"])
-        rec.check(failed(name, f"export through the {row.backend.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
+        rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
         return False
     rec.check(_wrote(name, folder, verdict["seconds"], own_process=True))
     return True
 
 
-def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
+def export_main(row_file: Path, label: str, folder: Path, out: Path) -> int:
     import executorch.exir  # noqa: F401
     import torch  # noqa: F401
 
@@ -88,7 +89,7 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
     start = time.monotonic()
     verdict: dict[str, Any]
     try:
-        ROWS[row_name].backend.export(model, example, folder)
+        delegates.export(ChildRow.read(row_file), model, example, folder)
         verdict = {"ok": True, "seconds": round(time.monotonic() - start, 3)}
     except Exception as exc:  # reported as data
         verdict = {"ok": False, "seconds": round(time.monotonic() - start, 3), "error": one_line(exc),
@@ -98,4 +99,4 @@ def export_main(row_name: str, label: str, folder: Path, out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(export_main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])))
+    sys.exit(export_main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])))

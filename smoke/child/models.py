@@ -13,7 +13,7 @@ from smoke.results import CheckResult, failed, passed
 from smoke.stages import MODELS, RUN
 
 if TYPE_CHECKING:
-    from smoke.rows import Row
+    from smoke.child.row import ChildRow
 
 RTOL = 1e-4
 
@@ -85,17 +85,17 @@ def compare(label: str, outputs: list, expected, loaded_with: str = "its data fi
     return passed(name, f"loaded with {loaded_with}, matched eager, max abs diff {max(diffs):.3g} ({tolerance})", **measured)
 
 
-def check_run(row: "Row", label: str, pte: Path, ptd: Path, model, example, backends: list[str]) -> CheckResult:
+def check_run(row: "ChildRow", label: str, pte: Path, ptd: Path, model, example, backends: list[str]) -> CheckResult:
     """Load ``pte`` with ``ptd`` (where it exists), run it and compare with eager."""
     name = RUN.of(label)
     data = ptd if ptd.exists() else None
-    if row.backend.delegate_id not in backends:
+    if row.delegate_id not in backends:
         try:
             run_program(pte, data, example)
             err = "yet it ran"
         except Exception as exc:
             err = f"loading raised {one_line(exc)}"
-        return failed(name, f"Backend {row.backend.delegate_id} is not registered in this wheel's runtime "
+        return failed(name, f"Backend {row.delegate_id} is not registered in this wheel's runtime "
                             f"(registered: {', '.join(backends)}); {err}", registered_backends=backends)
     try:
         outputs = run_program(pte, data, example)

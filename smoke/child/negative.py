@@ -22,7 +22,7 @@ from smoke.results import CheckResult, failed, passed
 from smoke.stages import NEGATIVE
 
 if TYPE_CHECKING:
-    from smoke.rows import Row
+    from smoke.child.row import ChildRow
 
 NEGATIVE_TIMEOUT_S = 300
 
@@ -34,7 +34,7 @@ def start_negative_process(workdir: Path) -> subprocess.Popen:
     return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def negative_control(row: "Row", pte: Path, workdir: Path, started: subprocess.Popen | None = None) -> CheckResult:
+def negative_control(row: "ChildRow", pte: Path, workdir: Path, started: subprocess.Popen | None = None) -> CheckResult:
     """Load the weighted program WITHOUT its data file, in a process of its own.
 
     It must not give eager's answer: a crash or an error is the expected outcome;
@@ -49,17 +49,17 @@ def negative_control(row: "Row", pte: Path, workdir: Path, started: subprocess.P
         return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
     if control.returncode < 0:
         sig = signal.Signals(-control.returncode).name
-        return passed(name, f"the load without {row.backend.data_file} crashed the process with {sig}, as expected", outcome=sig)
+        return passed(name, f"the load without {row.data_file} crashed the process with {sig}, as expected", outcome=sig)
     try:
         verdict = json.loads((workdir / "negative.json").read_text())
     except (OSError, ValueError):
         return failed(name, f"the control process exited {control.returncode} without its verdict: {proc.tail(stderr, 1)}")
     if verdict["outcome"] == "error":
-        return passed(name, f"loading or running without {row.backend.data_file} failed, as expected: {verdict['error']}", outcome="error")
+        return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
     if verdict["matched"]:
-        return failed(name, f"ran without {row.backend.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
+        return failed(name, f"ran without {row.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
                             f"the weights are not coming from the data file", outcome="matched", max_abs_diff=verdict["max_abs_diff"])
-    return passed(name, f"ran without {row.backend.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
+    return passed(name, f"ran without {row.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
                   outcome="mismatch", max_abs_diff=verdict["max_abs_diff"])
 
 

@@ -3,7 +3,8 @@
 The delegate's checks prove the delegate; they say nothing of the kernels every program falls back to
 (an operator a partitioner declines runs on them). So each row also exports a small seeded model with
 no partitioner, checks from the program itself that no plan carries a delegate (a program that did
-would not prove the kernels), loads it with the wheel's runtime, runs it and compares with eager.
+would not prove the kernels: the parent's program reader reads the file, asked through
+``smoke.child.ask``), loads it with the wheel's runtime, runs it and compares with eager.
 It needs no device: on every row, GPU or not, it runs on the CPU.
 
 Imported only inside the gate's environment (torch and executorch are imported where used).
@@ -12,9 +13,10 @@ Imported only inside the gate's environment (torch and executorch are imported w
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from smoke.artifacts import ArtifactError, read_program
 from smoke.child.models import SEED, compare, run_program
 from smoke.child.probe import one_line
 from smoke.results import CheckResult, failed
@@ -53,19 +55,24 @@ def export_portable(model, example, folder: Path) -> Path:
     return pte
 
 
-def judge(pte: Path, model, example) -> CheckResult:
+# What the parent's program reader says of a program (smoke.commands.gate answers "program" so):
+# {"bytes": N, "plans": [{"name", "delegate_ids", "operators"}]}, or {"error": why it cannot be read}.
+Reader = Callable[[Path], dict[str, Any]]
+
+
+def judge(pte: Path, model, example, read: Reader) -> CheckResult:
     """The program carries no delegate and leaves operators to the kernels; loaded and run, it gives eager's answer."""
     name = PORTABLE.name
-    try:
-        program = read_program(pte)
-    except (OSError, ArtifactError) as exc:
-        return failed(name, f"cannot read the program: {exc}")
-    delegated = {plan.name: list(plan.delegate_ids) for plan in program.plans if plan.delegate_ids}
-    operators = sorted({op for plan in program.plans for op in plan.operators})
-    measured = {"pte_bytes": program.size, "operators": operators}
-    if not program.plans or delegated or not operators:
+    program = read(pte)
+    if "error" in program:
+        return failed(name, f"cannot read the program: {program['error']}")
+    plans = program["plans"]
+    delegated = {plan["name"]: list(plan["delegate_ids"]) for plan in plans if plan["delegate_ids"]}
+    operators = sorted({op for plan in plans for op in plan["operators"]})
+    measured = {"pte_bytes": program["bytes"], "operators": operators}
+    if not plans or delegated or not operators:
         why = (f"plans {delegated} carry delegates" if delegated else
-               "no execution plan" if not program.plans else "no operator is left to the kernels")
+               "no execution plan" if not plans else "no operator is left to the kernels")
         return failed(name, f"{pte.name} does not prove the kernels: {why}", delegates=delegated, **measured)
     try:
         outputs = run_program(pte, None, example)
@@ -77,11 +84,11 @@ def judge(pte: Path, model, example) -> CheckResult:
     return dataclasses.replace(result, measured={**result.measured, **measured})
 
 
-def check_portable(folder: Path) -> CheckResult:
-    """Export, then judge (an export that raises is this check's failure)."""
+def check_portable(folder: Path, read: Reader) -> CheckResult:
+    """Export, then judge (an export that raises is this check's failure); ``read`` reads the program."""
     model, example = portable_model()
     try:
         pte = export_portable(model, example, folder)
     except Exception as exc:  # noqa: BLE001
         return failed(PORTABLE.name, f"the export with no delegate raised {one_line(exc)}")
-    return judge(pte, model, example)
+    return judge(pte, model, example, read)

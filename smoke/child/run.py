@@ -1,12 +1,13 @@
 """The child: runs inside the gate's environment, in a process of its own.
 
-It exports a weightless model (``x + y``) and a weighted one (a seeded ``nn.Linear``) through
-the row's backend (``smoke.child.exports``), checks what was written (``smoke.checks.exported``), loads the
-programs with their data files and compares them with eager PyTorch (``smoke.child.models``), and
-runs the negative control (``smoke.child.negative``). It speaks to the parent only through its record
-file (``smoke.record``).
+It is given its row as data (``ROW.json``, ``smoke.child.row``), exports a weightless model (``x + y``) and a
+weighted one (a seeded ``nn.Linear``) through the row's delegate (``smoke.child.exports``,
+``smoke.child.delegates``), has the parent judge what was written (``smoke.child.ask``: ``delegate``, ``data
+file``, ``weights in the data file``), loads the programs with their data files and compares them with eager
+PyTorch (``smoke.child.models``), and runs the negative control (``smoke.child.negative``). It speaks to the
+parent through its record file (``smoke.record``) and hears its answers on stdin.
 
-Usage (the parent does this): ``python -m smoke.child ROW WORKDIR RECORD [--fail-fast] [--no-overlap]
+Usage (the parent does this): ``python -m smoke.child ROW.json WORKDIR RECORD [--fail-fast] [--no-overlap]
 [--parallel-exports yes|no]``, the options being the row's own (``smoke.options``).
 """
 
@@ -20,8 +21,8 @@ import sys
 from pathlib import Path
 
 from smoke import options, proc
-from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file
-from smoke.child import exports
+from smoke.child import delegates, exports
+from smoke.child.ask import ask
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
 from smoke.child.extensions import start_extensions_process
@@ -32,16 +33,17 @@ from smoke.child.negative import negative_control, start_negative_process
 from smoke.child.portable import PHASE as PORTABLE_PHASE
 from smoke.child.portable import check_portable
 from smoke.child.probe import probe
+from smoke.child.row import ChildRow
 from smoke.record import FailFast, Recorder
-from smoke.results import CheckResult, Status, skipped
-from smoke.rows import ROWS, Row
-from smoke.stages import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, WEIGHTS, load_phase
+from smoke.results import Status, skipped
+from smoke.stages import EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, load_phase
 
 
-def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
+def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
+    row = ChildRow.read(row_file)
     # Started before our own imports, so that its imports overlap ours and the exports.
     started = start_negative_process(workdir) if overlap else None
-    helper = start_export_process(row, workdir) if exports.parallel(parallel_exports, overlap) else None
+    helper = start_export_process(row_file, workdir) if exports.parallel(parallel_exports, overlap) else None
     imports = start_extensions_process(workdir) if overlap else None  # beside the exports; collected last
     loads = start_loads_process(workdir) if overlap else None  # every shared library loaded (smoke.child.loads); collected last
     try:
@@ -65,7 +67,7 @@ def gate(row: Row, workdir: Path, rec: Recorder, overlap: bool = True, parallel_
             proc.end(process)
 
 
-def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
+def _gate(row: ChildRow, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
           helper: subprocess.Popen | None = None) -> None:
     with rec.phase(IMPORT_PHASE):
         from importlib.metadata import version
@@ -75,14 +77,14 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
 
     facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
              "python": platform.python_version(), "machine": platform.machine()}
-    device = row.backend.device_facts()
+    device = delegates.device_facts(row)
     rec.write(kind="facts", **facts, device=device)
     # What the parent's environment checks judge (torch agrees, delegate registers, ...),
     # read here, where torch and the runtime are imported already, instead of in a process of its own.
     rec.write(kind="probe", **probe())
 
     blocked: str | None = None  # why the device-bound checks cannot run
-    found = row.backend.check_device(row, device)
+    found = delegates.check_device(row, device)
     if found is not None:
         result = rec.check(found)
         if result.status is not Status.PASS:
@@ -107,34 +109,22 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
     if helper is not None:
         exported[PARALLEL_LABEL] = collect_export(rec, row, helper, folders[PARALLEL_LABEL], workdir)
 
-    data: dict[str, CheckResult] = {}
-    for label in built:
-        if not exported[label]:
-            rec.check(skipped(DELEGATE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
-            data[label] = rec.check(skipped(DATA_FILE.of(label), f"not run: {EXPORT.of(label)} did not happen"))
-            continue
-        rec.check(check_delegated(label, folders[label] / "model.pte", row.backend.delegate_id))
-        required = label == "weighted" or row.backend.weightless_writes_data
-        data[label] = rec.check(check_data_file(label, folders[label], row.backend.data_file, required=required))
-
-    if all(r.status is Status.PASS for r in data.values()):
-        rec.check(check_weights_in_data_file(
-            row.backend.data_file, data["weighted"].measured["data_file_bytes"], data["weightless"].measured["data_file_bytes"],
-            weight_matrix_bytes(built["weighted"][0])))
-    else:
-        rec.check(skipped(WEIGHTS.name, "not run: a data file is missing or unreadable"))
+    # The parent's readers judge what was written (delegate, data file, weights in the data file) and report
+    # it; the answer is each label's data file verdict, on which its run depends.
+    judged = ask(rec, "exported", exported=exported, weight_matrix_bytes=weight_matrix_bytes(built["weighted"][0]))
+    data = {label: judged.get("data_file", {}).get(label) == Status.PASS.value for label in built}
 
     backends = registered_backends()
     for label, (model, example) in built.items():
         name = RUN.of(label)
-        if data[label].status is not Status.PASS:
+        if not data[label]:
             rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
             continue
         with rec.phase(load_phase(label)):
-            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.backend.data_file, model, example, backends))
+            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, model, example, backends))
 
     name = NEGATIVE.name
-    if exported.get("weighted") and (folders["weighted"] / row.backend.data_file).exists() and row.backend.delegate_id in backends:
+    if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends:
         with rec.phase(NEGATIVE_PHASE):
             rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
     else:
@@ -142,20 +132,20 @@ def _gate(row: Row, workdir: Path, rec: Recorder, started: subprocess.Popen | No
 
     # No device needed: the kernels run on the CPU on every row, so this never skips.
     with rec.phase(PORTABLE_PHASE):
-        rec.check(check_portable(workdir / "portable"))
+        rec.check(check_portable(workdir / "portable", lambda pte: ask(rec, "program", path=str(pte))))
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m smoke.child")
-    parser.add_argument("row", choices=sorted(ROWS))
+    parser.add_argument("row", type=Path, help="the row, as data: ROW.json (smoke.child.row)")
     parser.add_argument("workdir", type=Path)
     parser.add_argument("record", type=Path)
     options.child_parser(parser)  # --fail-fast, --no-overlap, --parallel-exports: the row's own entries
     args = parser.parse_args(argv)
     rec = Recorder(args.record, args.fail_fast)
     try:
-        gate(ROWS[args.row], args.workdir, rec, overlap=args.overlap, parallel_exports=args.parallel_exports)
+        gate(args.row, args.workdir, rec, overlap=args.overlap, parallel_exports=args.parallel_exports)
     except FailFast:
         pass
     rec.write(kind="end")

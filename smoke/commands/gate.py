@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import json
 import os
 import platform
 import sys
@@ -24,7 +25,7 @@ from typing import Iterator
 
 from smoke import options as opts
 from smoke import paths, report, stages
-from smoke.checks import installed, pipeline, shipped
+from smoke.checks import exported, installed, pipeline, shipped
 from smoke.console import emit, phase, say
 from smoke.environment import build as environment
 from smoke.environment import download, installer, loaderenv
@@ -35,7 +36,7 @@ from smoke.readers import pairing
 from smoke.readers import wheel as wheels
 from smoke.report import Run
 from smoke.results import Status, all_passed, failed, skipped, summary_line
-from smoke.rows import HOST_SYSTEMS, Row, check_host, check_machine
+from smoke.rows import HOST_SYSTEMS, Row, check_host, check_machine, child_data
 
 REPO = paths.REPO
 OWN = paths.GATE
@@ -196,16 +197,33 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     record, log = workdir / "record.jsonl", workdir / "child.log"
     with machine("the work folder", workdir, "--workdir"):
         record.write_text("")
-    cmd = [str(env.python), "-m", "smoke.child", row.name, str(workdir), str(record), *opts.child_arguments(options)]
+    row_file = workdir / "row.json"  # the child is given its row as data (smoke.child.row)
+    with machine("the work folder", workdir, "--workdir"):
+        row_file.write_text(json.dumps(child_data(row)), encoding="utf-8")
+    cmd = [str(env.python), "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     def on_probe(facts: dict) -> None:
         if options.overlap and not installed_checks(run, row, wheel, facts, options):
             raise StopChild
 
+    def on_ask(asked: dict) -> dict:
+        """The child's questions (smoke.child.ask), answered by the parent's readers and checks."""
+        if asked.get("question") == "exported":
+            results, answer = exported.judge_exports(row.backend, workdir, asked)
+            for result in results:
+                emit(run, result)
+            return answer
+        if asked.get("question") == "program":
+            path = Path(str(asked.get("path")))
+            if not _inside(path.resolve(), workdir.resolve()):
+                return {"error": f"{path} is outside the work folder {workdir}"}
+            return exported.program_facts(path)
+        return {"error": f"no such question: {asked.get('question')!r}"}
+
     with machine("the child's record and log", workdir, "--workdir"):
         outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r),
-                            lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe)
+                            lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe, on_ask)
     machine_failure(run, workdir)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:

@@ -11,6 +11,7 @@ thousands of times that. The log's tail is read by seeking (``proc.file_tail``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -57,21 +58,27 @@ class StopChild(Exception):
     """Raised by a callback to end the child now (fail-fast)."""
 
 
+def _no_answer(record: dict) -> dict:
+    return {"error": f"no answer to {record.get('question')!r}"}
+
+
 def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None],
                 on_phase: Callable[[str, float], None] = lambda name, seconds: None,
-                on_probe: Callable[[dict], None] = lambda facts: None) -> None:
+                on_probe: Callable[[dict], None] = lambda facts: None,
+                on_ask: Callable[[dict], dict] = _no_answer) -> dict | None:
+    """Act on one record line; the answer to the child's question, where it asked one (``smoke.child.ask``)."""
     try:
         record = json.loads(line)
         kind = record["kind"]
     except (ValueError, KeyError, TypeError, RecursionError):
         outcome.bad(line)
-        return
+        return None
     if kind == "check":
         try:
             result = CheckResult.from_json(record)
         except (ValueError, OverflowError) as exc:  # a number past float, say
             outcome.bad(str(exc))
-            return
+            return None
         on_check(result)
     elif kind == "phase":
         if record.get("event") == "start":
@@ -86,24 +93,31 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
     elif kind == "probe":
         outcome.probe = {k: v for k, v in record.items() if k != "kind"}
         on_probe(outcome.probe)
+    elif kind == "ask":
+        return on_ask(record)
     elif kind == "end":
         outcome.finished = True
+    return None
 
 
 def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
               on_check: Callable[[CheckResult], object],
               on_phase: Callable[[str, float], None] = lambda name, seconds: None,
-              on_probe: Callable[[dict], None] = lambda facts: None) -> ChildOutcome:
+              on_probe: Callable[[dict], None] = lambda facts: None,
+              on_ask: Callable[[dict], dict] = _no_answer) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up; then end
-    whatever it started and left running."""
+    whatever it started and left running. Its questions (``smoke.child.ask``) are answered on its stdin."""
     outcome = ChildOutcome({}, False, None, False, None, [])
     record.touch()
     with log.open("wb") as log_handle, record.open("rb") as reader:
-        child = proc.start(cmd, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO, own_group=True)
+        child = proc.start(cmd, stdin=subprocess.PIPE, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                           own_group=True)
         try:
-            _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe)
+            _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe, on_ask)
         finally:  # Ctrl-C, SIGTERM (Interrupted), an error of ours, or its leftovers: nothing outlives us
             proc.end_group(child, grace=0 if child.returncode is not None else 5.0)
+            with contextlib.suppress(OSError):
+                child.stdin.close()
         outcome.returncode = child.returncode
     return outcome
 
@@ -151,7 +165,17 @@ class _Lines:
             self.pending = data[start:]
 
 
-def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe) -> None:
+def _answer(child, answer: dict) -> None:
+    """One JSON line on the child's stdin; a child that has gone hears nothing (its end is judged as ever)."""
+    try:
+        child.stdin.write((json.dumps(answer) + "\n").encode())
+        child.stdin.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe,
+            on_ask=_no_answer) -> None:
     """Read the record as it grows until the child exits, is stopped, runs out of time, or writes
     past a cap."""
     deadline = time.monotonic() + timeout
@@ -162,8 +186,8 @@ def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on
             for line in lines.read(last=done):
                 if line is None:
                     outcome.bad(f"a record line longer than {RECORD_LINE_BYTES // MIB} MiB (not read)")
-                elif line.strip():
-                    _parse_line(line, outcome, on_check, on_phase, on_probe)
+                elif line.strip() and (answer := _parse_line(line, outcome, on_check, on_phase, on_probe, on_ask)) is not None:
+                    _answer(child, answer)
         except StopChild:
             outcome.stopped = True
             if not done:

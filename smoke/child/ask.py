@@ -1,0 +1,36 @@
+"""The child's questions to the parent: what only the parent's readers can tell.
+
+The child imports none of the parent's readers or checks (pyproject.toml's ``forbidden`` contract), so what
+it wrote is judged by the parent: the child writes ``{"kind": "ask", "question": ..., ...}`` to its record
+(``smoke.record``), and the parent, which follows the record as it grows (``smoke.environment.follow``),
+answers with one JSON line on the child's stdin (``smoke.commands.gate``'s answers):
+
+- ``exported``: the two models' exports are written (``exported``: label -> whether the export happened,
+  ``weight_matrix_bytes``): the parent judges ``delegate``, ``data file`` and ``weights in the data file`` on
+  the files, reports them, and answers each label's ``data file`` status, on which the runs depend;
+- ``program``: ``path``: the program's plans, their delegates and the operators they leave to the kernels
+  (``portable kernels``), or ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from smoke.record import Recorder
+
+
+class NoAnswer(Exception):
+    """The parent did not answer (its stdin ended: no parent follows this child, or it has gone)."""
+
+
+def ask(rec: Recorder, question: str, **data: Any) -> dict[str, Any]:
+    rec.write(kind="ask", question=question, **data)
+    line = sys.stdin.readline()
+    if not line:
+        raise NoAnswer(f"no answer from the parent to {question!r} (its stdin ended)")
+    answer = json.loads(line)
+    if not isinstance(answer, dict):
+        raise NoAnswer(f"the parent's answer to {question!r} is not an object")
+    return answer
