@@ -116,8 +116,9 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
             _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe, on_ask)
         finally:  # Ctrl-C, SIGTERM (Interrupted), an error of ours, or its leftovers: nothing outlives us
             proc.end_group(child, grace=0 if child.returncode is not None else 5.0)
-            with contextlib.suppress(OSError):
-                child.stdin.close()
+            if child.stdin is not None:
+                with contextlib.suppress(OSError):
+                    child.stdin.close()
         outcome.returncode = child.returncode
     return outcome
 
@@ -167,6 +168,8 @@ class _Lines:
 
 def _answer(child, answer: dict) -> None:
     """One JSON line on the child's stdin; a child that has gone hears nothing (its end is judged as ever)."""
+    if child.stdin is None:
+        return
     try:
         child.stdin.write((json.dumps(answer) + "\n").encode())
         child.stdin.flush()
