@@ -41,7 +41,9 @@ def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes |
     bytes, as 1.2.0 writes them, mean the method-name keys ``<method>_so_blob``, ``<method>_weights_blob``,
     the method from the compile spec. Non-empty bytes with no newline the runtime refuses (Error::Internal)."""
     if len(processed):
-        from smoke.readers.tables import ArtifactError  # here: the child imports this module, and has no flatbuffers
+        # here, not at the top: the noxfile loads the rows in nox's own interpreter, which `nox -s tests` gives
+        # nothing beyond nox (no flatbuffers, the program reader's runtime)
+        from smoke.readers.tables import ArtifactError
 
         text = bytes(processed).decode("utf-8", errors="replace")
         so_key, newline, weights_key = text.partition("\n")

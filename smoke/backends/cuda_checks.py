@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
 from smoke.readers import devicecode
+from smoke.readers.wheel import Providers, marker_environment, read_member, shared_objects
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import ENVIRONMENT, FILE, Check
 
@@ -97,7 +98,6 @@ def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
 
 def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """The delegate's shared libraries, where this release's build puts them, are in the wheel."""
-    from smoke.readers.wheel import shared_objects  # here: the child imports this module, and has no packaging
 
     name = CUDA_LIBRARIES.name
     backend = cast("Cuda", row.backend)  # a CUDA row's
@@ -188,8 +188,6 @@ def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | 
 def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
     from packaging.utils import canonicalize_name
 
-    from smoke.readers.wheel import marker_environment  # here: the child imports this module, and has no packaging
-
     env = marker_environment(row.machine, wheel)
     return [
         req for req in wheel.requires_dist
@@ -243,7 +241,6 @@ def _reaches(wheel: Wheel, providers, target: str, soname: str) -> bool:
 def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
     """The CUDA rule of ``library RUNPATH``: every library that links a CUDA library reaches it through
     an ``$ORIGIN`` entry, in the wheel or into a CUDA package the wheel declares."""
-    from smoke.readers.wheel import Providers  # here: the child imports this module, and has no packaging
 
     providers = Providers(wheel, row.machine)
     linking = [lib for lib in libraries.items if lib.cuda_needed]
@@ -259,7 +256,6 @@ def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list
 
 def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
     """Each library with GPU code has machine code for exactly the row's architectures, and PTX for the newest."""
-    from smoke.readers.wheel import read_member  # here: the child imports this module, and has no packaging
 
     name = DEVICE_CODE.name
     train = cuda_train(wheel)
