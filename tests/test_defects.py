@@ -409,3 +409,20 @@ def test_the_parent_judges_mains_real_pair_and_answers_each_data_files_verdict(t
     assert [r.line() for r in results[:2]] == ["SKIP delegate (weightless): not run: export (weightless) did not happen",
                                                "SKIP data file (weightless): not run: export (weightless) did not happen"]
     assert answer == {"data_file": {"weightless": "skip", "weighted": "skip"}}
+
+
+def test_weights_missing_from_a_1_2_data_file_fail_by_the_difference_not_the_keys(tmp_path):
+    """1.2.0 keys the weights by method name (forward_weights_blob), and its weightless model's data file holds that
+    key with an empty blob: the weighted program beside it finds every key (data file PASSes, as on the H100 on
+    2026-12-05), and the difference measured in the same run fails it. The seed's reason for the difference."""
+    import shutil
+
+    shutil.copy(H200 / "weighted" / "model.pte", tmp_path / "model.pte")
+    shutil.copy(H200 / "weightless" / CUDA.backend.data_file, tmp_path / CUDA.backend.data_file)
+    data = check_data_file("weighted", tmp_path, CUDA.backend.data_file, required=True)
+    assert data.status is Status.PASS, data.reason  # the weighted program asks for forward_weights_blob: it is there
+    weightless = check_data_file("weightless", H200 / "weightless", CUDA.backend.data_file, required=True)
+    result = check_weights_in_data_file(CUDA.backend.data_file, data.measured["data_file_bytes"],
+                                        weightless.measured["data_file_bytes"], 128)
+    assert result.status is Status.FAIL
+    assert result.line().startswith("FAIL weights in the data file: aoti_cuda_blob.ptd is 256 B, 0 B over the weightless")
