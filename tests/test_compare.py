@@ -120,7 +120,7 @@ def test_1_4_1_to_1_5_1_static_drift_is_what_the_wheels_hold(real_pair):
     assert "executorch/backends/apple/mps/__init__.py" in files["removed"]
     assert reqs["added"] == ["py-cpuinfo", "requests"] and reqs["removed"] == ["torch>=2.13.0a0"]
     assert reqs["torch_declared"] == {"old": ["torch>=2.13.0a0"], "new": []}
-    assert reqs["torch_paired"] == {"old": "2.13", "new": "2.13"}
+    assert reqs["torch_paired"] == {"old": "2.13", "new": "2.14"}
     assert {c["project"]: (c["old"], c["new"]) for c in reqs["changed"]}["torchao"] == (["torchao>=0.18.0"], ["torchao<0.19,>=0.18.0"])
     assert len(reqs["changed"]) == 6
     # The runtime moved into executorch/lib: nine ELF files added, the QNN library and _portable_lib gone.

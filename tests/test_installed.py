@@ -29,24 +29,38 @@ def test_the_probe_runs_in_any_environment_and_says_what_is_missing():
     assert facts["purelib"] and ("torch" in facts or "torch_error" in facts)
 
 
+def test_torch_agrees_says_a_nightly_was_paired_by_rule(wheel_x86_64, tmp_path):
+    from tests.helpers import rewrite_wheel
+
+    name = wheel_x86_64.name.replace("1.5.1", "1.6.0.dev20261201")
+    nightly = read_wheel(rewrite_wheel(wheel_x86_64, tmp_path, new_name=name,
+                                       metadata=lambda t: t.replace("Version: 1.5.1", "Version: 1.6.0.dev20261201")))
+    result = installed.check_torch_agrees(nightly, CPU, {"torch": "2.14.1", "torch_cuda": "13.0"})
+    assert result.status is Status.PASS and result.measured["paired_by_rule"] is True
+    assert result.reason.startswith("torch 2.14.1, paired by rule: executorch 1.6.0.dev20261201 is newer than every release "
+                                    "line the gate knows (newest: 1.5) and declares no torch")
+    result = installed.check_torch_agrees(nightly, CPU, {"torch": "2.13.0+cpu", "torch_cuda": None})
+    assert result.status is Status.FAIL and "executorch 1.6 pairs with torch 2.14, the environment has 2.13.0+cpu" in result.reason
+
+
 @pytest.mark.parametrize(
     ("row", "facts", "status", "reason"),
     [
-        (CPU, {"torch": "2.13.0+cpu", "torch_cuda": None}, Status.PASS, "torch 2.13.0+cpu, paired with executorch 1.5"),
-        (CPU, {"torch": "2.12.1", "torch_cuda": None}, Status.FAIL, "executorch 1.5 pairs with torch 2.13, the environment has 2.12.1"),
-        (CUDA, {"torch": "2.13.0+cu130", "torch_cuda": "13.0"}, Status.PASS, "CUDA 13.0 as +cu130"),
-        (CUDA, {"torch": "2.13.0+cu126", "torch_cuda": "12.6"}, Status.FAIL, "torch has CUDA 12.6, the wheel is +cu130 (CUDA 13)"),
-        (CUDA, {"torch": "2.13.0+cpu", "torch_cuda": None}, Status.FAIL, "is a CPU build (torch.version.cuda is None)"),
+        (CPU, {"torch": "2.14.1", "torch_cuda": "13.0"}, Status.PASS, "torch 2.14.1, paired with executorch 1.5"),
+        (CPU, {"torch": "2.13.0+cpu", "torch_cuda": None}, Status.FAIL, "executorch 1.5 pairs with torch 2.14, the environment has 2.13.0+cpu"),
+        (CUDA, {"torch": "2.14.1+cu130", "torch_cuda": "13.0"}, Status.PASS, "CUDA 13.0 as +cu130"),
+        (CUDA, {"torch": "2.14.1+cu126", "torch_cuda": "12.6"}, Status.FAIL, "torch has CUDA 12.6, the wheel is +cu130 (CUDA 13)"),
+        (CUDA, {"torch": "2.14.1+cpu", "torch_cuda": None}, Status.FAIL, "is a CPU build (torch.version.cuda is None)"),
         (CUDA, {"torch_error": "ModuleNotFoundError: No module named 'torch'"}, Status.FAIL, "torch does not import"),
         # The H200's torch 2.11 given by --torch-from for a wheel of main (1.5): the pairing was not tested, and says so.
         (CUDA, {"torch": "2.11.0+cu130", "torch_cuda": "13.0", "torch_given": "/opt/torch/.venv"}, Status.SKIP,
-         "executorch 1.5 pairs with torch 2.13, and this torch is the one --torch-from gave (/opt/torch/.venv), so the "
+         "executorch 1.5 pairs with torch 2.14, and this torch is the one --torch-from gave (/opt/torch/.venv), so the "
          "pairing was not tested"),
         # The caller's torch is still judged for what the wheel needs of it: its CUDA major.
         (CUDA, {"torch": "2.11.0+cu126", "torch_cuda": "12.6", "torch_given": "/opt/torch/.venv"}, Status.FAIL,
          "torch has CUDA 12.6, the wheel is +cu130 (CUDA 13)"),
-        (CPU, {"torch": "2.13.0+cpu", "torch_cuda": None, "torch_given": "/opt/torch/.venv"}, Status.PASS,
-         "torch 2.13.0+cpu, paired with executorch 1.5"),
+        (CPU, {"torch": "2.14.1", "torch_cuda": "13.0", "torch_given": "/opt/torch/.venv"}, Status.PASS,
+         "torch 2.14.1, paired with executorch 1.5"),
     ],
 )
 def test_torch_agrees_table(cuda_wheel, pypi_wheel_read, row, facts, status, reason):

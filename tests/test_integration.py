@@ -72,7 +72,7 @@ def test_cuda_row_fails_on_cpu_build_naming_build_and_missing_device(cpu_run, de
     assert f"a CPU build is gated by the CPU row: nox -s cpu_x86_64 -- {declared_x86_64}" in out
     assert "FAIL CUDA libraries: the CUDA delegate's libraries of the 1.5 layout are not in the wheel" in out
     assert "FAIL CUDA runtime declared: the wheel's Requires-Dist names no nvidia-* CUDA runtime package" in out
-    assert "FAIL torch agrees: torch 2.13.0+cpu is a CPU build (torch.version.cuda is None)" in out
+    assert "FAIL torch agrees: torch has CUDA 13.0, the wheel has no +cuXXX label to agree with (see CUDA build)" in out
     assert "FAIL delegate registers: CudaBackend is not registered (registered: " in out
     assert "FAIL CUDA device: no CUDA device visible" in out
     assert "SKIP export (weighted): not run: no usable CUDA device" in out
@@ -116,7 +116,7 @@ def test_reports_of_a_real_run_match_the_schema_and_the_printed_lines(cpu_run, d
     assert data["verdict"] == "pass" and data["exit_code"] == 0 and data["mode"] == "row"
     assert data["wheel"] == {"file": declared_x86_64.name, "size": declared_x86_64.stat().st_size,
                              "sha256": hashlib.sha256(declared_x86_64.read_bytes()).hexdigest()}
-    assert data["versions"]["executorch"] == "1.5.1" and data["versions"]["torch"].startswith("2.13.0")
+    assert data["versions"]["executorch"] == "1.5.1" and data["versions"]["torch"].startswith("2.14.1")
     assert data["torch_source"].startswith("package index")
     for check in data["checks"]:
         assert f"{check['status'].upper()} {check['name']}: {check['reason']}" in proc.stdout
@@ -165,3 +165,21 @@ def test_a_real_export_failing_in_its_own_process_is_a_failure_naming_the_error(
     check = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines() if '"check"' in line][-1]
     assert check["status"] == "fail"
     assert "export through the XnnpackBackend partitioner raised" in check["reason"] and "(in its own process)" in check["reason"]
+
+
+def test_a_nightly_is_judged_with_the_torch_its_pairing_rule_chose(declared_x86_64, tmp_path):
+    """A wheel newer than every release line the gate knows (here the declared 1.5.1, relabelled as a nightly of 1.6) is
+    judged, not refused: paired by rule with the newest torch line its torch requirement admits, said in the run."""
+    from tests.helpers import rewrite_wheel
+
+    name = declared_x86_64.name.replace("1.5.1", "1.6.0.dev20261201")
+    nightly = rewrite_wheel(declared_x86_64, tmp_path / "wheel", new_name=name,
+                            metadata=lambda text: text.replace("Version: 1.5.1", "Version: 1.6.0.dev20261201"))
+    proc = nox("-s", "cpu_x86_64", "--", str(nightly), "--env-dir", str(tmp_path / "env"))
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    rule = ("executorch 1.6.0.dev20261201 is newer than every release line the gate knows (newest: 1.5): paired with "
+            "torch 2.14, the newest line it declares (torch>=2.13.0a0) admits (pass --constraints FILE to choose another)")
+    assert f"torch paired by rule: {rule}" in out and "constraints constraints/torch-2.14.txt" in out
+    assert f"PASS torch agrees: torch 2.14.1+cu130, paired by rule: {rule}" in out
+    assert f"cpu_x86_64: PASSED: {CPU_CHECKS} passed, 0 failed, 0 skipped" in out

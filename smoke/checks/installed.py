@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from smoke import proc
-from smoke.errors import GateError
+from smoke.errors import GateError, NoTorchPairing
 from smoke.readers import pairing
 from smoke.readers.wheel import Wheel
 from smoke.results import CheckResult, failed, passed, skipped
@@ -47,7 +47,11 @@ def check_torch_agrees(wheel: Wheel, row: Row, facts: dict[str, Any], libraries:
     except InvalidVersion:
         return failed(name, f"torch reports version {facts['torch']!r}, which is not a version")
     problems, said = [], [f"torch {version}"]
-    paired = pairing.paired_torch(wheel.release)
+    try:
+        made = pairing.pair(wheel)
+    except NoTorchPairing:  # the caller chose the torch (--constraints): no pairing to compare with
+        made = None
+    paired = made.torch if made is not None else None
     unpaired = paired is not None and f"{version.major}.{version.minor}" != paired
     given = facts.get(TORCH_GIVEN)  # the caller's own torch (--torch-from): the gate did not choose it
     if unpaired and not given:
@@ -65,6 +69,8 @@ def check_torch_agrees(wheel: Wheel, row: Row, facts: dict[str, Any], libraries:
                              f"(or with a torch {paired}) to judge it", **measured)
     if paired is None:
         return skipped(name, f"{said[0]}; no pairing is known for executorch {wheel.release}, so the version was not compared", **measured)
+    if made is not None and made.by_rule:  # a nightly or a local build: which rule chose its torch, said
+        return passed(name, f"{', '.join(said)}, paired by rule: {made.how}", **measured, paired_by_rule=True)
     return passed(name, f"{', '.join(said)}, paired with executorch {wheel.release}", **measured)
 
 

@@ -153,6 +153,8 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
+    if options.constraints is None and (made := pairing.pair(wheel)).by_rule:
+        say(f"torch paired by rule: {made.how}")
 
     given_work = None
     if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's

@@ -1,21 +1,87 @@
-"""Which torch each executorch release pairs with, and the constraints file that pins it."""
+"""Which torch each executorch wheel pairs with, and the constraints file that pins it.
+
+The release lines the gate knows are data, each with its upstream source: ``releases.json`` beside this module.
+A wheel of a known line pairs with that line's torch. A wheel newer than every known line (a nightly such as
+``1.6.0.dev20261201``, a local build of main) is judged, not refused: it pairs with the newest torch line the gate
+has constraints for that its own ``Requires-Dist: torch`` admits (pre-releases admitted where the wheel is one), or,
+where it declares no torch (main: "consumers bring their own"), the newest known line's torch. Which rule made the
+pairing is said (``Pairing.how``): in the run's header and in ``torch agrees``.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import Version
 
 from smoke import paths
 from smoke.errors import NoTorchPairing
 from smoke.readers.wheel import Wheel
 
 CONSTRAINTS_DIR = paths.CONSTRAINTS
+RELEASES = Path(__file__).with_name("releases.json")
 
-# executorch major.minor -> torch major.minor, from each release's torch_pin.py.
-TORCH_FOR_EXECUTORCH = {"1.2": "2.11", "1.3": "2.12", "1.4": "2.13", "1.5": "2.13"}
+
+@functools.cache
+def release_lines() -> dict[str, dict[str, str]]:
+    """executorch major.minor -> {"torch": major.minor, "source": ...}, from releases.json."""
+    return dict(json.loads(RELEASES.read_text(encoding="utf-8"))["lines"])
+
+
+def _key(line: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in line.split("."))
 
 
 def paired_torch(release: str) -> str | None:
-    return TORCH_FOR_EXECUTORCH.get(release)
+    """The torch line a known executorch release line pairs with (None for a line the gate does not know)."""
+    entry = release_lines().get(release)
+    return entry["torch"] if entry else None
+
+
+@dataclass(frozen=True)
+class Pairing:
+    torch: str  # the torch major.minor installed beside the wheel
+    how: str  # which rule made it, said in the run's header and in `torch agrees`
+    by_rule: bool  # True where the wheel's line is not a known release line
+
+
+def pair(wheel: Wheel) -> Pairing:
+    """The torch line for this wheel: its release line's, or, newer than every known line, by the rule above."""
+    lines = release_lines()
+    if wheel.release in lines:
+        entry = lines[wheel.release]
+        return Pairing(entry["torch"], f"executorch {wheel.release} pairs with torch {entry['torch']} ({entry['source']})", False)
+    newest = max(lines, key=_key)
+    known = ", ".join(f"{e} -> torch {t['torch']}" for e, t in lines.items())
+    if _key(wheel.release) < _key(newest):
+        raise NoTorchPairing(f"executorch {wheel.version} is of no release line the gate knows (known: {known}), and older than "
+                             f"the newest; pass --constraints FILE with a pinned torch line")
+    declared = [req for req in wheel.requires_dist if req.name.lower() == "torch"
+                and (req.marker is None or req.marker.evaluate({"extra": ""}))]
+    candidates = sorted({entry["torch"] for entry in lines.values()}, key=_key, reverse=True)
+    pre = wheel.version.is_prerelease or wheel.version.is_devrelease
+    newer = f"executorch {wheel.version} is newer than every release line the gate knows (newest: {newest})"
+    if not declared:
+        torch = lines[newest]["torch"]
+        return Pairing(torch, f"{newer} and declares no torch: paired with the newest line's torch {torch} "
+                              f"(pass --constraints FILE to choose another)", True)
+    for torch in candidates:
+        if all(_admits_line(req, torch, pre) for req in declared):
+            spec = ", ".join(str(req) for req in declared)
+            return Pairing(torch, f"{newer}: paired with torch {torch}, the newest line it declares ({spec}) admits "
+                                  f"(pass --constraints FILE to choose another)", True)
+    spec = ", ".join(str(req) for req in declared)
+    raise NoTorchPairing(f"{newer}, and declares {spec}, which no torch line the gate has constraints for admits "
+                         f"({', '.join(candidates)}); pass --constraints FILE with a pinned torch line")
+
+
+def _admits_line(req, torch: str, pre: bool) -> bool:
+    """Whether the requirement admits some release of a torch line (its .0 or a later patch or pre-release of it)."""
+    probes = [Version(f"{torch}.{patch}") for patch in range(0, 10)] + [Version(f"{torch}.0a0"), Version(f"{torch}.0.dev0")]
+    return any(req.specifier.contains(v, prereleases=True if v.is_prerelease else pre) for v in probes)
 
 
 def constraints_for(wheel: Wheel, override: Path | None = None) -> Path:
@@ -24,11 +90,4 @@ def constraints_for(wheel: Wheel, override: Path | None = None) -> Path:
         if not override.is_file():
             raise NoTorchPairing(f"constraints file {str(override)!r} does not exist; pass an existing file to --constraints")
         return override
-    torch = paired_torch(wheel.release)
-    if torch is None:
-        known = ", ".join(f"{e} -> torch {t}" for e, t in TORCH_FOR_EXECUTORCH.items())
-        raise NoTorchPairing(
-            f"executorch {wheel.version} has no known torch pairing (known: {known}); "
-            f"pass --constraints FILE with a pinned torch line"
-        )
-    return CONSTRAINTS_DIR / f"torch-{torch}.txt"
+    return CONSTRAINTS_DIR / f"torch-{pair(wheel).torch}.txt"
