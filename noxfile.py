@@ -12,6 +12,7 @@ built; ``smoke.environment.build`` then builds the isolated one. Options: ``--he
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from smoke import cli  # noqa: E402
+from smoke import cli, paths  # noqa: E402
 from smoke.errors import EXIT_CANNOT_RUN  # noqa: E402
 from smoke.rows import ROWS  # noqa: E402
 
@@ -47,8 +48,14 @@ def _verdict(session: nox.Session, name: str, code: int) -> None:
         session.error(f"{name}: FAILED (exit {code})")
 
 
+def _invoked_from(session: nox.Session) -> None:
+    """Where the user ran nox from: its pyproject.toml may hold the gate's policy (nox runs sessions in this folder)."""
+    os.environ[paths.INVOKED_FROM] = session.invoked_from
+
+
 def _row_session(row: str):
     def session(session: nox.Session) -> None:
+        _invoked_from(session)
         _verdict(session, row, cli.main(list(session.posargs), row=row))
 
     session.__doc__ = ROWS[row].description
@@ -63,6 +70,7 @@ for _name in ROWS:
 @nox.session(venv_backend="none")
 def inspect(session: nox.Session) -> None:
     """Check a wheel file with nothing installed, on the rows it is built for: tags, platform, architecture, libraries, RUNPATH, runtime core, foreign files, duplicates, imports, CUDA parts, RECORD (-- WHEEL [--row ROW])."""
+    _invoked_from(session)
     _verdict(session, "inspect", cli.inspect_main(list(session.posargs)))
 
 

@@ -94,6 +94,8 @@ ROW_OPTIONS: tuple[Opt, ...] = (
     Opt("parallel_exports", "--parallel-exports", "yes: export the two models at once, the weightless one in a process "
         "of its own (not with --no-overlap); no: one after the other, the second reusing the first's compile "
         "(default: no, the faster on the H200: docs/benchmarks.md)", default="no", choices=("yes", "no"), child=True),
+    Opt("policy", "--policy", "the gate's policy for this wheel, a TOML file (default: [tool.executorch-wheel-gate] in the "
+        "pyproject.toml of the folder the gate runs in, else the defaults: docs/policy.md)", type=Path, metavar="FILE"),
     Opt("report_dir", "--report-dir", "write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml",
         type=Path, metavar="DIR"),
 )

@@ -41,6 +41,7 @@ class Run:
     seconds: float = 0.0
     exit_code: int | None = None
     libraries: Any = None  # smoke.readers.elf.Libraries, read once and shared by the checks; not reported
+    policy: dict[str, str] | None = None  # smoke.readers.settings: the policy the run judged by, and why
     loader_env: dict[str, list[str]] | None = None  # smoke.environment.loaderenv: what was removed from the caller's environment
 
     @property
@@ -67,6 +68,7 @@ def to_json(run: Run) -> dict[str, Any]:
         "device": device.get("device_name") and {"name": device["device_name"], "sm": device.get("sm")},
         "torch_source": run.torch_source or None,
         "loader_environment": run.loader_env,
+        "policy": run.policy,
         "started": run.started,
         "seconds": round(run.seconds, 3),
         "phases": run.phases,

@@ -194,7 +194,7 @@ def covering(wheel: Wheel, machine: str) -> set[str]:
         extras = set(re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", str(req.marker))) if req.marker else set()
         if req.marker is None or any(req.marker.evaluate({**env, "extra": extra}) for extra in extras | {""}):
             names.add(str(canonicalize_name(req.name)))
-    return names
+    return names | {str(canonicalize_name(name)) for name in wheel.user_supplied}  # the user's, by the gate's policy
 
 
 def distribution(top: str) -> str:

@@ -127,7 +127,8 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                 deferred.append(Deferred(lib.path, soname, folders, requirement, others))
                 # which package holds it the wheel file does not tell: the installed environment does
                 elsewhere = f" or {', '.join(others)} (not declared)" if others else ""
-                found[f"{lib.path}: {soname}"] = f"{requirement} (declared), in {folders[0]}{elsewhere}: checked once installed"
+                declared = "" if requirement.endswith("(user-supplied)") else " (declared)"
+                found[f"{lib.path}: {soname}"] = f"{requirement}{declared}, in {folders[0]}{elsewhere}: checked once installed"
             else:
                 found[f"{lib.path}: {soname}"] = {"wheel": "in the wheel", "system": "a system library the policy allows",
                                                   "driver": "the GPU driver, the machine's"}[how[0]] + (
@@ -175,7 +176,7 @@ def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> Che
     counts: dict[str, int] = {}
     for how in resolution.found.values():
         key = how.split(":")[0].split(" (declared)")[0]
-        key = "declared dependencies" if " (declared)" in how else key
+        key = "declared dependencies" if " (declared)" in how else "user-supplied (the gate's policy)" if "(user-supplied)" in how else key
         counts[key] = counts.get(key, 0) + 1
     measured = {"needed": len(resolution.found) + len(resolution.unresolved), "found": resolution.found,
                 "deferred": [d.__dict__ for d in resolution.deferred], "system_allowed_by": [p.name for p in policies]}

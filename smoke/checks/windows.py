@@ -73,7 +73,8 @@ def system_dll(name: str, machine: str) -> str | None:
 
 def _declares_torch(wheel: Wheel, machine: str) -> bool:
     env = marker_environment("AMD64" if machine == "amd64" else machine.upper(), wheel, "windows")
-    return any(canonicalize_name(r.name) == "torch" and (r.marker is None or r.marker.evaluate(env)) for r in wheel.requires_dist)
+    return "torch" in wheel.user_supplied or any(
+        canonicalize_name(r.name) == "torch" and (r.marker is None or r.marker.evaluate(env)) for r in wheel.requires_dist)
 
 
 def check_dlls_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:

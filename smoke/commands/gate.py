@@ -12,6 +12,7 @@ interpreter and reads the child's record file as it grows.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import itertools
 import json
@@ -32,7 +33,7 @@ from smoke.environment import download, installer, loaderenv
 from smoke.environment import folders as owned
 from smoke.environment.follow import StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
-from smoke.readers import pairing
+from smoke.readers import pairing, settings
 from smoke.readers import wheel as wheels
 from smoke.report import Run
 from smoke.results import Status, all_passed, failed, skipped, summary_line
@@ -130,6 +131,9 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
     with phase(run, f"reading the wheel {path}"):
         wheel = wheels.read_wheel(path)
+        policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+        wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
+        run.policy = policy.to_json()
         check_machine(wheel, row)
         elsewhere = away(row)
         if elsewhere is not None:  # its file checks only, on any host: nothing is installed for another system
@@ -153,6 +157,7 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
+    say(policy.line())
     if options.constraints is None and (made := pairing.pair(wheel)).by_rule:
         say(f"torch paired by rule: {made.how}")
 

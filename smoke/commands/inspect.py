@@ -9,13 +9,15 @@ rows), each with its own verdict line and report; the others are named with why.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
-from smoke import report
+from smoke import paths, report
 from smoke.checks import shipped
 from smoke.commands import gate
 from smoke.console import say
 from smoke.options import Options
+from smoke.readers import settings
 from smoke.readers import wheel as wheels
 from smoke.report import Run
 from smoke.rows import ROWS, Row, check_machine, no_row, rows_fitting
@@ -47,16 +49,20 @@ def inspect(options: Options, names: list[str]) -> int:
     report.check_step_summary()
     start = time.monotonic()
     wheel = wheels.read_wheel(options.wheel)
+    policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+    wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
     rows = rows_for(wheel, names)
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
              f"read in {time.monotonic() - start:.2f} s; rows: {', '.join(r.name for r in rows)}")
+    say(policy.line())
     for line in [] if names else not_judged(wheel, rows):
         say(line)
     codes = []
     libraries = shipped.read_libraries(wheel)  # once: every row judges the same files
     for row in rows:
         row_start = time.monotonic()
-        run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
+        run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256,
+                  policy=policy.to_json())
         gate.file_checks(run, row, wheel, options, libraries)
         codes.append(gate.finish(run, options, None, row_start))
     return max(codes)

@@ -46,6 +46,9 @@ class Wheel:
     build: str = ""  # the file name's build tag ("1" in executorch-1.5.1-1-cp311-...), or ""
     wheel_tags: tuple[str, ...] = ()  # WHEEL's Tag lines, as written
     wheel_build: str = ""  # WHEEL's Build line, or ""
+    # requirements the user brings, by the gate's policy (smoke.readers.settings: torch = "user-supplied"): counted as
+    # declared by the checks that read Requires-Dist, and said as the user's where a line names one
+    user_supplied: tuple[str, ...] = ()
 
     @property
     def filename(self) -> str:
@@ -432,6 +435,7 @@ class Providers:
         self.tops = {PurePosixPath(f).parts[0] for f in wheel.files}
         env = marker_environment(machine, wheel, system)
         self.declared = [req for req in wheel.requires_dist if req.marker is None or req.marker.evaluate(env)]
+        self.user_supplied = wheel.user_supplied
 
     def __call__(self, target: str) -> str | None:
         top = target.split("/", 1)[0]
@@ -441,5 +445,8 @@ class Providers:
             project = canonicalize_name(req.name)
             if project == canonicalize_name(top) or (top == "nvidia" and project.startswith("nvidia-")):
                 return req.name
+        for name in self.user_supplied:
+            if canonicalize_name(name) == canonicalize_name(top):
+                return f"{name} (user-supplied)"
         return None
 
