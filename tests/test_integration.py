@@ -52,7 +52,7 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
     assert "PASS platform tag: 19 ELF files within manylinux_2_28_x86_64 (newest needed: GLIBC_2.27, GLIBCXX_3.4.22" in out
     assert re.search(r"PASS libraries resolve: \d+ needed libraries found: .*declared dependencies", out)
     assert re.search(r"PASS dependency libraries installed: \d+ libraries found in the installed torch", out)
-    assert re.search(r"PASS torch agrees: torch 2\.13\.0\S*, paired with executorch 1\.5", out)
+    assert re.search(r"PASS torch agrees: torch 2\.14\.1\S*, paired with executorch 1\.5", out)
     assert re.search(r"PASS delegate registers: XnnpackBackend among \d+ registered", out)
     assert f"cpu_x86_64: PASSED: {CPU_CHECKS} passed, 0 failed, 0 skipped" in out
     # On success the temporary artifacts folder is removed, and not announced.

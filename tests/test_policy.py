@@ -188,7 +188,7 @@ def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(
 
     wheel = read_wheel(declared_slim)
     libraries = shipped.read_libraries(wheel)
-    site = sysconfig.get_paths()["purelib"]  # the test environment: torch 2.13.0 is installed there
+    site = sysconfig.get_paths()["purelib"]  # the test environment: torch 2.14.1 is installed there
     result = resolve.check_dependency_libraries(wheel, CPU_ROW, {"purelib": site, "platlib": site}, libraries)
     assert result.status is Status.PASS, result.reason
     assert re.fullmatch(r"\d+ libraries found in the installed torch", result.reason)
