@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from smoke import options
-from smoke.errors import EXIT_CANNOT_RUN, GateError, Interrupted
+from smoke import console, options
+from smoke.errors import GateError, Interrupted, MissingTool
 from smoke.rows import RELEASE_ROWS, ROWS
 
 
@@ -64,14 +64,14 @@ def _at_the_edge(work: Callable[[], int]) -> int:
     try:
         return work()
     except GateError as exc:
-        print(f"ERROR {exc}", file=sys.stderr, flush=True)
-        return EXIT_CANNOT_RUN
+        console.error(str(exc))
+        return exc.return_code
     except ModuleNotFoundError as exc:  # one of the gate's own tools is not installed where it runs
         if not exc.name or exc.name.split(".")[0] == "smoke":
             raise
-        print(f"ERROR the gate's own tool {exc.name.split('.')[0]!r} is not installed in {sys.executable}: "
-              f"install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)", file=sys.stderr, flush=True)
-        return EXIT_CANNOT_RUN
+        console.error(f"the gate's own tool {exc.name.split('.')[0]!r} is not installed in {sys.executable}: "
+                      f"install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)")
+        return MissingTool.return_code
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         print(f"INTERRUPTED by {signal.Signals(signum).name}: the run was stopped, every process it started "
@@ -141,6 +141,24 @@ def compare_main(argv: list[str]) -> int:
     return _at_the_edge(work)
 
 
+def artifacts_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m smoke artifacts", description="Print what the gate reads from .pte and .ptd files (no executorch "
+                "needed): a program's delegates and the keys they expect, a data file's keys and sizes.")
+    p.add_argument("paths", nargs="+", type=Path, help="programs, data files, or a folder the gate kept")
+    p.add_argument("--json", action="store_true", help="print the same as JSON")
+    return p
+
+
+def artifacts_main(argv: list[str]) -> int:
+    def work() -> int:
+        from smoke.commands import artifacts  # inside the edge, as every command's modules
+
+        args = artifacts_parser().parse_args(argv)
+        return artifacts.artifacts(args.paths, args.json)
+
+    return _at_the_edge(work)
+
+
 def benchmark_main(argv: list[str]) -> int:
     def work() -> int:
         from smoke.commands import benchmark  # inside the edge, as every command's modules
@@ -157,6 +175,8 @@ def main(argv: list[str], row: str | None = None) -> int:
         return summary_main(argv[1:])
     if row is None and argv[:1] == ["compare"]:
         return compare_main(argv[1:])
+    if row is None and argv[:1] == ["artifacts"]:
+        return artifacts_main(argv[1:])
     if row is None and argv[:1] == ["benchmark"]:
         return benchmark_main(argv[1:])
 

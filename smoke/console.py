@@ -1,7 +1,12 @@
-"""What the parent prints as it goes: a line, a check's result (and recorded), a timed phase."""
+"""What the parent prints as it goes: a line, a check's result (and recorded), a timed phase, an error.
+
+``error`` is the one place an ``ERROR`` line is printed: by the edge (``smoke.cli``) for an error that ends a
+command, and by a command for what it could not do while its verdict stands.
+"""
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -10,6 +15,11 @@ from smoke.results import CheckResult
 
 if TYPE_CHECKING:
     from smoke.report import Run
+
+
+def error(text: str) -> None:
+    """One ERROR line on stderr: what could not be done, and the fix."""
+    print(f"ERROR {text}", file=sys.stderr, flush=True)
 
 
 def say(text: str) -> None:

@@ -1,6 +1,7 @@
-"""Errors that mean the gate could not run, each with the fix in its message.
+"""Errors that mean the gate could not run, each with the fix in its message and its exit code.
 
-They are caught once, at the edge (``smoke.cli``), and printed as one line.
+They are caught once, at the edge (``smoke.cli``), printed as one ERROR line, and the command exits with the
+error's ``return_code``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ EXIT_CANNOT_RUN = 2
 
 class GateError(Exception):
     """The gate cannot run as asked; the message says why and what to do."""
+
+    return_code = EXIT_CANNOT_RUN  # every error of the gate's: it could not judge (a verdict is 0 or EXIT_FAILED)
 
 
 class InvalidWheel(GateError):

@@ -10,13 +10,11 @@ another machine than the row's is refused here, naming the row that fits (``chec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from smoke.backends import CUDA_ARCHS, Backend, Cuda, Xnnpack
 from smoke.errors import WrongPlatform
-
-if TYPE_CHECKING:
-    from smoke.readers.wheel import Interpreter, Wheel
+from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS, of_platform
+from smoke.readers.wheel import Interpreter, Wheel, normal_machine, platform_machine
 
 
 @dataclass(frozen=True)
@@ -26,10 +24,10 @@ class Row:
     backend: Backend
     execution_required: bool  # a missing device is a FAIL, not a SKIP
     description: str
-    # The operating system the wheel is for (linux, macos, windows): which file checks judge it
+    # The operating system the wheel is for (smoke.readers.systems): which file checks judge it
     # (smoke.checks.pipeline), and where the row can install and run it; on another host it runs its file
     # checks and names the rest as skipped (smoke.commands.gate).
-    system: str = "linux"
+    system: str = LINUX
 
 
 ROWS: dict[str, Row] = {
@@ -45,10 +43,10 @@ ROWS: dict[str, Row] = {
             "CPU wheel, aarch64: wheel and environment checks, then export through XNNPACK with weights in model.ptd, load and run on the CPU"),
         Row("cpu_macos_arm64", "arm64", Xnnpack(), True,
             "CPU wheel, macOS arm64: Mach-O file checks on any host; on macOS, the environment and XNNPACK's export, load and run with model.ptd",
-            system="macos"),
+            system=MACOS),
         Row("cpu_windows_x86_64", "amd64", Xnnpack(), False,
             "CPU wheel, Windows x86_64: PE file checks on any host; the installed half (environment, export, load, run) is not built yet and skips, saying so",  # noqa: E501 (nox -l prints it whole)
-            system="windows"),
+            system=WINDOWS),
     )
 }
 
@@ -57,10 +55,6 @@ def child_data(row: Row) -> dict[str, object]:
     return {"name": row.name, "backend": row.backend.name, "delegate_id": row.backend.delegate_id,
             "data_file": row.backend.data_file, "weightless_writes_data": row.backend.weightless_writes_data,
             "execution_required": row.execution_required}
-
-
-# Where each system's rows run end to end: the host's platform.system().
-HOST_SYSTEMS = {"Linux": "linux", "Darwin": "macos", "Windows": "windows"}
 
 
 # What a release needs: the rows whose reports the matrix summary requires (the checks a row
@@ -75,24 +69,15 @@ RELEASE_ROWS: dict[str, tuple[str, ...]] = {
 # --- which row fits: a wheel or an interpreter of another machine is refused, naming the row that fits
 
 
-def _wheel():
-    """smoke.readers.wheel, imported when a function here needs it: the child imports this module inside the
-    wheel's environment, which has no packaging (tests/test_child_process.py)."""
-    from smoke.readers import wheel
-
-    return wheel
-
-
 def fits(platform: str, row: Row) -> bool:
-    """A wheel of this platform tag is for the row's system and machine ("any" fits every Linux row)."""
+    """A wheel of this platform tag is for the row's system and machine ("any" fits every Linux row; a macOS
+    universal2 wheel fits both macOS machines)."""
     if platform == "any":
-        return row.system == "linux"
-    if row.system == "linux":
-        return _wheel().is_linux(platform) and _wheel().platform_machine(platform) == row.machine
-    if row.system == "macos":
-        arch = platform.rsplit("_", 1)[-1] if platform.startswith("macosx_") else None
-        return arch == row.machine or (arch == "universal2" and row.machine in ("arm64", "x86_64"))
-    return platform == f"win_{row.machine}"
+        return row.system == LINUX
+    if of_platform(platform) != row.system:
+        return False
+    machine = platform_machine(platform)
+    return machine == row.machine or (machine == "universal2" and row.machine in ("arm64", "x86_64"))
 
 
 def rows_fitting(wheel: Wheel) -> list[Row]:
@@ -115,19 +100,19 @@ def check_machine(wheel: Wheel, row: Row) -> None:
 
 def _built_for(wheel: Wheel) -> str:
     """Its Linux machines (x86_64), or its platform tags where any is not Linux (macosx_14_0_arm64)."""
-    if all(_wheel().is_linux(t.platform) for t in wheel.tags):
+    if all(of_platform(t.platform) == LINUX for t in wheel.tags):
         return ", ".join(sorted(wheel.machines))
     return ", ".join(sorted({t.platform for t in wheel.tags}))
 
 
 def _platform_words(row: Row) -> str:
-    return {"linux": row.machine, "macos": f"macOS {row.machine}", "windows": f"Windows {row.machine}"}[row.system]
+    return SYSTEMS[row.system].machine_words(row.machine)
 
 
 def no_row(wheel: Wheel) -> WrongPlatform:
     """A wheel no row of the gate takes (a macOS x86_64 wheel, a RISC-V one, a win32 one)."""
-    kinds = ", ".join(sorted({r.machine for r in ROWS.values() if r.system == "linux"}))
-    others = ", ".join(_platform_words(r) for r in ROWS.values() if r.system != "linux")
+    kinds = ", ".join(sorted({r.machine for r in ROWS.values() if r.system == LINUX}))
+    others = ", ".join(_platform_words(r) for r in ROWS.values() if r.system != LINUX)
     return WrongPlatform(f"wheel {wheel.filename!r} is built for {_built_for(wheel)}; the gate has rows for {kinds} "
                          f"(Linux), {others} only (nox -l lists them)")
 
@@ -137,9 +122,9 @@ no_linux_row = no_row  # the name inspect used before the macOS and Windows rows
 
 def check_host(interpreter: Interpreter, row: Row) -> None:
     """Refuse, before anything is built, an interpreter of another machine than the row's."""
-    if not interpreter.machine or interpreter.machine == _wheel().normal_machine(row.machine):
+    if not interpreter.machine or interpreter.machine == normal_machine(row.machine):
         return
-    fitting = [r.name for r in ROWS.values() if _wheel().normal_machine(r.machine) == interpreter.machine and r.system == row.system
+    fitting = [r.name for r in ROWS.values() if normal_machine(r.machine) == interpreter.machine and r.system == row.system
                and r.backend.name == row.backend.name]
     session = f"nox -s {fitting[0]}" if fitting else "another row"
     raise WrongPlatform(

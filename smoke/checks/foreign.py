@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from smoke.readers import native
+from smoke.readers.systems import SYSTEMS, WINDOWS_LIBRARY
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
 
@@ -28,20 +29,6 @@ if TYPE_CHECKING:
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
     from smoke.rows import Row
-
-NATIVE = {native.LINUX: native.ELF, native.MACOS: native.MACHO, native.WINDOWS: native.PE}
-NAMES = {native.LINUX: "Linux", native.MACOS: "macOS", native.WINDOWS: "Windows"}
-FOREIGN_KINDS = {
-    native.LINUX: {native.MACHO: "a macOS Mach-O file", native.PE: "a Windows PE file", native.WINDOWS_LIBRARY: "a Windows library archive"},
-    native.MACOS: {native.ELF: "a Linux ELF file", native.PE: "a Windows PE file", native.WINDOWS_LIBRARY: "a Windows library archive"},
-    native.WINDOWS: {native.ELF: "a Linux ELF file", native.MACHO: "a macOS Mach-O file"},
-}
-FOREIGN_NAMES = {
-    native.LINUX: {**dict.fromkeys(native.WINDOWS_NAMES, "a Windows name"), **dict.fromkeys(native.MACOS_NAMES, "a macOS name")},
-    native.MACOS: dict.fromkeys(native.WINDOWS_NAMES, "a Windows name"),
-    native.WINDOWS: dict.fromkeys(native.MACOS_NAMES, "a macOS name"),
-}
-
 
 # A Windows import library shipped on purpose -> the library whose presence makes it so (see above).
 CUDA_SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
@@ -51,23 +38,24 @@ SHIPPED_WITH = {"executorch/data/lib/aoti_cuda_shims.lib": CUDA_SHIMS}
 def expected(binaries: native.Binaries, files) -> list[str]:
     """The Windows import libraries this wheel ships on purpose: each beside the library it serves."""
     return sorted(name for name, kind in binaries.kinds.items()
-                  if kind == native.WINDOWS_LIBRARY and SHIPPED_WITH.get(name) in files)
+                  if kind == WINDOWS_LIBRARY and SHIPPED_WITH.get(name) in files)
 
 
 def foreign(binaries: native.Binaries, system: str, files=()) -> list[tuple[str, str]]:
     """(member, what it is) for each native file of another platform than ``system``, but for those
     shipped on purpose beside a library among ``files`` (``SHIPPED_WITH``)."""
     found = {}
-    on_purpose = set(expected(binaries, set(files))) if system != native.WINDOWS else set()
+    facts = SYSTEMS[system]
+    on_purpose = set(expected(binaries, set(files))) if WINDOWS_LIBRARY in facts.foreign_kinds else set()
     for name, kind in binaries.kinds.items():
         if name in on_purpose:
             continue
-        if kind in FOREIGN_KINDS[system]:
-            found[name] = FOREIGN_KINDS[system][kind]
+        if kind in facts.foreign_kinds:
+            found[name] = facts.foreign_words(kind)
     for name in binaries.named_native:
         suffix = PurePosixPath(name).suffix.lower()
-        if name not in found and name not in on_purpose and suffix in FOREIGN_NAMES[system]:
-            found[name] = f"named {suffix}, {FOREIGN_NAMES[system][suffix]}"
+        if name not in found and name not in on_purpose and suffix in facts.foreign_names:
+            found[name] = f"named {suffix}, {facts.foreign_names[suffix]}"
     return sorted(found.items())
 
 
@@ -75,10 +63,11 @@ def check_foreign_files(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRe
     name = FOREIGN_FILES.name
     binaries = native.read_binaries(wheel)
     files = set(wheel.files)
+    facts = SYSTEMS[row.system]
     bad = foreign(binaries, row.system, files)
-    platform = NAMES[row.system]
-    kept = [name for name in expected(binaries, files) if row.system != native.WINDOWS]
-    measured = {"native": len([k for k in binaries.kinds.values() if k == NATIVE[row.system]]), "foreign": dict(bad),
+    platform = facts.words
+    kept = [name for name in expected(binaries, files) if WINDOWS_LIBRARY in facts.foreign_kinds]
+    measured = {"native": len([k for k in binaries.kinds.values() if k == facts.native]), "foreign": dict(bad),
                 "on_purpose": kept}
     also = (f"; {', '.join(kept)}, the Windows import library a CUDA build ships on purpose beside "
             f"{', '.join(sorted({SHIPPED_WITH[k] for k in kept}))} (the exporter links it when lowering for Windows)") if kept else ""
@@ -86,7 +75,7 @@ def check_foreign_files(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRe
         shown = ", ".join(f"{path} ({what})" for path, what in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
         return failed(name, f"{len(bad)} file{'s' if len(bad) > 1 else ''} of another platform than {platform}, which nothing "
                             f"here loads: {shown}; leave them out of the {platform} wheel{also}", **measured)
-    return passed(name, f"every native file is {platform}'s ({measured['native']} {NATIVE[row.system]} files){also}", **measured)
+    return passed(name, f"every native file is {platform}'s ({measured['native']} {facts.native} files){also}", **measured)
 
 
 FOREIGN_FILES = Check("foreign files", FILE, 3, check_foreign_files)

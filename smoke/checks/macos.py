@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from smoke.checks import installed, shipped
 from smoke.readers import elf, native
+from smoke.readers.systems import MACHO, MACOS
 from smoke.readers.wheel import Providers
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
@@ -101,7 +103,7 @@ def check_architecture(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
             problems.append(f"{f.path} is {', '.join(f.architectures)}; the tag {', '.join(t for t, _v, _a in tags)} needs "
                             f"{', '.join(missing)}")
     for member in binaries.named_native:
-        if member.lower().endswith((".dylib", ".so")) and binaries.kinds.get(member) != native.MACHO \
+        if member.lower().endswith((".dylib", ".so")) and binaries.kinds.get(member) != MACHO \
                 and not any(member in u for u in binaries.unreadable) and binaries.kinds.get(member) is None:
             problems.append(f"{member} is named as a library but is not Mach-O (a Git LFS pointer?)")
     measured = {"wanted": wanted, "found": sorted({a for f in binaries.machos for a in f.architectures})}
@@ -164,7 +166,7 @@ def check_dylibs_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckR
     binaries = _loadable(wheel)
     loadable = {posixpath.normpath(f.path) for f in binaries.machos
                 if any(s.filetype in ("dylib", "bundle") for s in f.slices)}
-    providers = Providers(wheel, "arm64" if "arm64" in row.machine else "x86_64", "macos")
+    providers = Providers(wheel, "arm64" if "arm64" in row.machine else "x86_64", MACOS)
     by_name: dict[str, list] = {}
     for f in binaries.machos:
         by_name.setdefault(PurePosixPath(f.path).name, []).append(f)
@@ -232,3 +234,6 @@ ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)
 RUNPATH = Check("library RUNPATH", FILE, 20, check_rpaths)
 RESOLVE = Check("libraries resolve", FILE, 21, check_dylibs_resolve)
 CHECKS = (PLATFORM_TAG, ARCHITECTURE, RUNPATH, RESOLVE)
+# The macOS wheel's own checks, as every system's (smoke.checks.linux): its files, its installed environment.
+FILE_CHECKS = (*CHECKS, shipped.RECORD)
+ENVIRONMENT_CHECKS = installed.CHECKS

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from smoke.checks import duplicates, foreign, imports, installed, macos, policy, resolve, shipped, tagged, windows
+from smoke.checks import duplicates, foreign, linux, macos, tagged, windows
 from smoke.child import loads
+from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS
 from smoke.rows import ROWS
 from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
 
@@ -20,22 +21,20 @@ if TYPE_CHECKING:
     from smoke.rows import Row
 
 
-SYSTEMS = ("linux", "macos", "windows")
+# Each system's own checks, in a module of its own: its file checks read its ELF, Mach-O or PE files.
+BY_SYSTEM = {LINUX: linux, MACOS: macos, WINDOWS: windows}
 
 
-def common(system: str = "linux") -> tuple[Check, ...]:
-    """Every row's checks, for a wheel of that system (``Row.system``): the file checks read its ELF, Mach-O or PE files."""
-    # imports declared evaluates Requires-Dist markers for a Linux machine (smoke.readers.wheel.marker_environment)
-    files = {"linux": (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *imports.CHECKS),
-             "macos": (*macos.CHECKS, shipped.RECORD),
-             "windows": (*windows.CHECKS, shipped.RECORD)}[system]
-    environment = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS) if system == "linux" else installed.CHECKS
-    return (*tagged.CHECKS, *foreign.CHECKS, *files, *duplicates.CHECKS, *environment, *CHILD_CHECKS, *loads.CHECKS)
+def common(system: str = LINUX) -> tuple[Check, ...]:
+    """Every row's checks, for a wheel of that system (``Row.system``)."""
+    own = BY_SYSTEM[system]
+    return (*tagged.CHECKS, *foreign.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS, *own.ENVIRONMENT_CHECKS, *CHILD_CHECKS,
+            *loads.CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:
     """The row's checks in the order they run (of one stage, or all)."""
-    own = row.backend.checks if row.system == "linux" else ()  # a backend's file checks read ELF files
+    own = row.backend.checks if SYSTEMS[row.system].reads_elf else ()  # a backend's file checks read ELF files
     declared = [c for c in (*common(row.system), *own) if stage is None or c.stage == stage]
     return sorted(declared, key=lambda c: (STAGES.index(c.stage), c.order))
 
@@ -48,7 +47,7 @@ def result_names(row: Row) -> list[str]:
 def declared(result: str) -> Check | None:
     """The declared check a result's name belongs to ("data file (weighted)" -> DATA_FILE)."""
     backends = {row.backend.name: row.backend for row in ROWS.values()}.values()  # one of each kind the rows use
-    for check in (*(c for system in SYSTEMS for c in common(system)), *(c for b in backends for c in b.checks)):
+    for check in (*(c for system in BY_SYSTEM for c in common(system)), *(c for b in backends for c in b.checks)):
         if result in check.names():
             return check
     return None

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 from delvewheel import _dll_list as dll_list
 from packaging.utils import canonicalize_name
 
+from smoke.checks import installed, shipped
 from smoke.readers import native
+from smoke.readers.systems import WINDOWS, of_platform
 from smoke.readers.wheel import marker_environment
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
@@ -41,7 +43,7 @@ SYSTEM_NAMES = {"amd64": dll_list.ignore_names_x64, "arm64": dll_list.ignore_nam
 
 def _tag_machines(wheel: Wheel) -> list[str]:
     return sorted({t.platform[len("win_"):] if t.platform.startswith("win_") else t.platform
-                   for t in wheel.tags if native.system_of(t.platform) == native.WINDOWS})
+                   for t in wheel.tags if of_platform(t.platform) == WINDOWS})
 
 
 def check_architecture(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
@@ -72,7 +74,7 @@ def system_dll(name: str, machine: str) -> str | None:
 
 
 def _declares_torch(wheel: Wheel, machine: str) -> bool:
-    env = marker_environment("AMD64" if machine == "amd64" else machine.upper(), wheel, "windows")
+    env = marker_environment("AMD64" if machine == "amd64" else machine.upper(), wheel, WINDOWS)
     return "torch" in wheel.user_supplied or any(
         canonicalize_name(r.name) == "torch" and (r.marker is None or r.marker.evaluate(env)) for r in wheel.requires_dist)
 
@@ -113,3 +115,6 @@ def check_dlls_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
 ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)
 RESOLVE = Check("libraries resolve", FILE, 21, check_dlls_resolve)
 CHECKS = (ARCHITECTURE, RESOLVE)
+# The Windows wheel's own checks, as every system's (smoke.checks.linux): its files, its installed environment.
+FILE_CHECKS = (*CHECKS, shipped.RECORD)
+ENVIRONMENT_CHECKS = installed.CHECKS

@@ -17,8 +17,6 @@ import errno
 import itertools
 import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Iterator
 from smoke import options as opts
 from smoke import paths, report, stages
 from smoke.checks import exported, installed, pipeline, shipped
-from smoke.console import emit, phase, say
+from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
 from smoke.environment import download, installer, loaderenv
 from smoke.environment import folders as owned
@@ -35,14 +33,13 @@ from smoke.environment.follow import StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.readers import pairing, settings
 from smoke.readers import wheel as wheels
+from smoke.readers.systems import SYSTEMS, host, host_words
 from smoke.report import Run
 from smoke.results import Status, all_passed, failed, skipped, summary_line
-from smoke.rows import HOST_SYSTEMS, Row, check_host, check_machine, child_data
+from smoke.rows import Row, check_host, check_machine, child_data
 
 REPO = paths.REPO
 OWN = paths.GATE
-RUNNERS = {"macos": "macos-14", "windows": "windows-latest"}  # .github/workflows/release-gate.yml
-SYSTEM_WORDS = {"linux": "Linux", "macos": "macOS", "windows": "Windows"}
 
 
 def gate(row: Row, options: opts.Options) -> int:
@@ -122,90 +119,157 @@ def _work_folder(stack: contextlib.ExitStack, path: Path) -> owned.Owned:
     return stack.enter_context(owned.held(owned.claim(path, "work folder", "--workdir"), interrupted=_said_kept))
 
 
+@dataclasses.dataclass
+class RowRun:
+    """One row's run as its steps go: what each step found, for the steps after it."""
+    row: Row
+    options: opts.Options
+    stack: contextlib.ExitStack
+    run: Run
+    start: float
+    env_dir: Path
+    interpreter: wheels.Interpreter | None = None
+    wheel_path: Path | None = None
+    wheel: wheels.Wheel | None = None
+    policy: settings.Policy | None = None
+    constraints: Path | None = None
+    elsewhere: str | None = None  # why the installed half cannot run on this host (smoke.commands.gate.away)
+    given_work: owned.Owned | None = None
+    env: environment.Env | None = None
+    child_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    work: owned.Owned | None = None
+
+
 def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
-    run = Run(row.name)
-    start = time.monotonic()
-    env_dir = options.env_dir or paths.ENVS / row.name
-    check_outputs(row, options, env_dir)
-    interpreter = wheels.probe_interpreter(options.python)
-    path = options.wheel or download.default_wheel(row, interpreter, options.wheel_index, say)
-    with phase(run, f"reading the wheel {path}"):
-        wheel = wheels.read_wheel(path)
-        policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
-        wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
-        run.policy = policy.to_json()
+    """The row's steps (``STEPS``), in order, until one ends the run; then the verdict."""
+    state = RowRun(row, options, stack, Run(row.name), time.monotonic(), options.env_dir or paths.ENVS / row.name)
+    for step in STEPS:
+        if not step(state):
+            break
+    return finish(state.run, options, state.work, state.start)
+
+
+def outputs_and_input(state: RowRun) -> bool:
+    """Every path the run will write refused now, if it must be; the interpreter; the wheel (downloaded if none given)."""
+    options = state.options
+    check_outputs(state.row, options, state.env_dir)
+    state.interpreter = wheels.probe_interpreter(options.python)
+    state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say)
+    return True
+
+
+def wheel_read(state: RowRun) -> bool:
+    """The wheel read, its policy, and refused where it is not for this row, this interpreter or any known torch."""
+    run, row, options = state.run, state.row, state.options
+    assert state.wheel_path is not None and state.interpreter is not None
+    with phase(run, f"reading the wheel {state.wheel_path}"):
+        wheel = wheels.read_wheel(state.wheel_path)
+        state.policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+        state.wheel = wheel = dataclasses.replace(wheel, user_supplied=state.policy.user_supplied)
+        run.policy = state.policy.to_json()
         check_machine(wheel, row)
-        elsewhere = away(row)
-        if elsewhere is not None:  # its file checks only, on any host: nothing is installed for another system
-            run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
-        else:
-            wheels.check_interpreter(wheel, interpreter)
-            check_host(interpreter, row)
-            constraints = pairing.constraints_for(wheel, options.constraints)
-    if elsewhere is not None:
-        say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}")
-        file_checks(run, row, wheel, options)
-        say(elsewhere)
-        why = ("not run: the Windows row's installed half is not built yet" if row.system == "windows" else
-               f"not run: the {row.name} row installs and runs the wheel on {SYSTEM_WORDS[row.system]} only "
-               f"(this host: {platform.system()} {platform.machine()})")
-        for check in (*pipeline.for_row(row, stages.ENVIRONMENT), *pipeline.for_row(row, stages.CHILD)):
-            if check is not stages.CHILD_PROCESS:
-                for result_name in check.names():
-                    emit(run, skipped(result_name, why))
-        return finish(run, options, None, start)
-    run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
+        state.elsewhere = away(row)
+        run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
+        if state.elsewhere is None:
+            wheels.check_interpreter(wheel, state.interpreter)
+            check_host(state.interpreter, row)
+            state.constraints = pairing.constraints_for(wheel, options.constraints)
+    return True
+
+
+def files_only_elsewhere(state: RowRun) -> bool:
+    """A row for another system: its file checks only, on any host; nothing is installed, the rest is skipped."""
+    if state.elsewhere is None:
+        return True
+    run, row, wheel = state.run, state.row, state.wheel
+    assert wheel is not None
+    say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}")
+    file_checks(run, row, wheel, state.options)
+    say(state.elsewhere)
+    facts = SYSTEMS[row.system]
+    why = (f"not run: the {facts.words} row's installed half is not built yet" if not facts.installed_half else
+           f"not run: the {row.name} row installs and runs the wheel on {facts.words} only (this host: {host_words()})")
+    for check in (*pipeline.for_row(row, stages.ENVIRONMENT), *pipeline.for_row(row, stages.CHILD)):
+        if check is not stages.CHILD_PROCESS:
+            for result_name in check.names():
+                emit(run, skipped(result_name, why))
+    return False
+
+
+def wheel_said(state: RowRun) -> bool:
+    """What is judged, under which policy and constraints; a work folder given is claimed before anything is built."""
+    wheel, options, constraints = state.wheel, state.options, state.constraints
+    assert wheel is not None and state.policy is not None and constraints is not None
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
-    say(policy.line())
+    say(state.policy.line())
     if options.constraints is None and (made := pairing.pair(wheel)).by_rule:
         say(f"torch paired by rule: {made.how}")
-
-    given_work = None
     if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's
         with machine("the work folder", options.workdir, "--workdir"):
-            given_work = _work_folder(stack, options.workdir)
+            state.given_work = _work_folder(state.stack, options.workdir)
+    return True
 
-    if not file_checks(run, row, wheel, options):
-        return finish(run, options, None, start)
-    if run.libraries.unreadable or run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
+
+def files_checked(state: RowRun) -> bool:
+    """The file checks; the environment is not built where fail-fast stopped them or a library cannot be read."""
+    assert state.wheel is not None
+    if not file_checks(state.run, state.row, state.wheel, state.options):
+        return False
+    if state.run.libraries.unreadable or state.run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
         say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
-        return finish(run, options, None, start)
+        return False
+    return True
 
-    env_options = environment.EnvOptions(env_dir=env_dir, constraints=constraints, **opts.for_environment(options))
+
+def environment_built(state: RowRun) -> bool:
+    """The environment built (or reused), and one loader environment for every process in it."""
+    run, options, wheel, interpreter = state.run, state.options, state.wheel, state.interpreter
+    assert wheel is not None and interpreter is not None and state.constraints is not None
+    env_options = environment.EnvOptions(env_dir=state.env_dir, constraints=state.constraints, **opts.for_environment(options))
     doing = ("reusing the environment in {}" if environment.will_reuse(wheel, interpreter, env_options)
              else "building the environment in {}").format(env_options.env_dir)
     backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
     with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
-            machine("building the environment", env_dir, "--env-dir"):
-        env = stack.enter_context(environment.built(wheel, interpreter, env_options, say))
+            machine("building the environment", state.env_dir, "--env-dir"):
+        state.env = env = state.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
-
-    # One environment for every process in the built environment (the child passes it on to its own).
-    loader = loaderenv.for_environment(env.python, REPO)
+    loader = loaderenv.for_environment(env.python, REPO)  # the child passes it on to its own processes
     run.loader_env = loader.to_json()
     say(loader.line())
-    child_env = loader.env
-    if not options.overlap:
-        with phase(run, "probing the environment in a process of its own"):
-            facts = installed.run_probe(env.python, child_env, REPO)
-        if not installed_checks(run, row, wheel, facts, options):
-            return finish(run, options, None, start)
+    state.child_env = loader.env
+    return True
 
-    if given_work is not None:
-        work = given_work
+
+def environment_probed(state: RowRun) -> bool:
+    """The environment's checks, on a probe of its own (or, with --overlap, on the child's first report)."""
+    if state.options.overlap:
+        return True
+    assert state.env is not None and state.wheel is not None
+    with phase(state.run, "probing the environment in a process of its own"):
+        facts = installed.run_probe(state.env.python, state.child_env, REPO)
+    return installed_checks(state.run, state.row, state.wheel, facts, state.options)
+
+
+def child_run(state: RowRun) -> bool:
+    """The child, in a work folder of the gate's, given its row as data; judged as it reports; a row that must
+    execute and did not run its must-execute checks FAILs."""
+    run, row, options, wheel, env = state.run, state.row, state.options, state.wheel, state.env
+    assert wheel is not None and env is not None
+    if state.given_work is not None:
+        work = state.given_work
         with machine("the work folder", work.path, "--workdir"):
             work.empty()  # an earlier run's records are never read as this run's
     else:
         with machine("making a temporary work folder", Path(tempfile.gettempdir()), "--workdir, or TMPDIR"):
-            work = _work_folder(stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
+            work = _work_folder(state.stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
+    state.work = work
     workdir = work.path
     record, log = workdir / "record.jsonl", workdir / "child.log"
-    with machine("the work folder", workdir, "--workdir"):
-        record.write_text("")
     row_file = workdir / "row.json"  # the child is given its row as data (smoke.child.row)
     with machine("the work folder", workdir, "--workdir"):
+        record.write_text("")
         row_file.write_text(json.dumps(child_data(row)), encoding="utf-8")
     cmd = [str(env.python), "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
@@ -229,7 +293,7 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
         return {"error": f"no such question: {asked.get('question')!r}"}
 
     with machine("the child's record and log", workdir, "--workdir"):
-        outcome = run_child(cmd, record, log, options.timeout, child_env, lambda r: emit(run, r),
+        outcome = run_child(cmd, record, log, options.timeout, state.child_env, lambda r: emit(run, r),
                             lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe, on_ask)
     machine_failure(run, workdir)
     run.facts = outcome.facts
@@ -242,7 +306,12 @@ def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
     if row.execution_required and (unrun := unexecuted(run.results)):
         emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
                                                f"{'; '.join(unrun)}", unrun=unrun))
-    return finish(run, options, work, start)
+    return True
+
+
+# A row, top to bottom: each step takes the run as the steps before it left it, and says whether the run goes on.
+STEPS = (outputs_and_input, wheel_read, files_only_elsewhere, wheel_said, files_checked, environment_built,
+         environment_probed, child_run)
 
 
 def unexecuted(results) -> list[str]:
@@ -260,16 +329,15 @@ def unexecuted(results) -> list[str]:
 
 def away(row: Row) -> str | None:
     """Why the row's environment and child cannot run on this host (a macOS or Windows row elsewhere), or None."""
-    if row.system == "windows":  # nothing of the environment and the child has been made to run on Windows yet
-        return (f"the {row.name} row's installed half (environment, export, load and run on Windows) is not built yet: "
+    facts = SYSTEMS[row.system]
+    if not facts.installed_half:
+        return (f"the {row.name} row's installed half (environment, export, load and run on {facts.words}) is not built yet: "
                 f"its file checks judged the wheel, on any host; the rest is skipped")
-    host = HOST_SYSTEMS.get(platform.system(), platform.system().lower())
-    if host == row.system:
+    if (here := host()) is not None and here.name == row.system:
         return None
-    words = SYSTEM_WORDS
-    return (f"the {row.name} row installs and runs the wheel on {words[row.system]} only, and this host is "
-            f"{words.get(host, platform.system())} {platform.machine()}: its file checks judged the wheel here; run the row "
-            f"on {words[row.system]} (the workflow's {RUNNERS.get(row.system, 'runner')}) for the rest")
+    return (f"the {row.name} row installs and runs the wheel on {facts.words} only, and this host is "
+            f"{host_words()}: its file checks judged the wheel here; run the row "
+            f"on {facts.words} (the workflow's {facts.runner}) for the rest")
 
 
 def machine_failure(run: Run, workdir: Path) -> None:
@@ -336,5 +404,5 @@ def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
             say(f"artifacts kept in {work.path}")
     say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {run.seconds:.1f} s")
     for line in unwritten:
-        print(f"ERROR {line}; the verdict above stands (exit {run.exit_code}), without that file", file=sys.stderr, flush=True)
+        error(f"{line}; the verdict above stands (exit {run.exit_code}), without that file")
     return run.exit_code

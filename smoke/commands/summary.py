@@ -25,7 +25,6 @@ import json
 import os
 import re
 import stat
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import markup, stages
 from smoke.checks import pipeline
+from smoke.console import error
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.report import MODES, SCHEMA, append_to_step_summary
 from smoke.results import Status
@@ -358,6 +358,6 @@ def summary(folder: Path, release: str, output: Path | None = None) -> int:
             output.write_text(text, encoding="utf-8")
         append_to_step_summary(text)
     except OSError as exc:  # the verdict above stands; what could not be written is said, in one line
-        print(f"ERROR the summary could not be written ({exc.strerror or exc}: {markup.plain(exc.filename or '')}); "
-              f"the verdict above stands", file=sys.stderr, flush=True)
+        error(f"the summary could not be written ({exc.strerror or exc}: {markup.plain(exc.filename or '')}); "
+              f"the verdict above stands")
     return code

@@ -28,6 +28,7 @@ from smoke import proc
 from smoke.environment import installer
 from smoke.environment.folders import Owned, claim
 from smoke.errors import EnvironmentBuildError
+from smoke.readers import systems
 from smoke.readers.wheel import Interpreter, Wheel
 
 STAMP = "gate-stamp.json"
@@ -190,10 +191,16 @@ def _stamped(stamp_file: Path) -> dict | None:
         return None
 
 
+def _venv_python() -> str:
+    """Where a virtual environment made on this host keeps its interpreter."""
+    here = systems.host()
+    return here.venv_python if here is not None else systems.SYSTEMS[systems.LINUX].venv_python
+
+
 def will_reuse(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> bool:
     """Whether ``built`` would reuse what is in the folder (asked before, to name the step truly)."""
     location = options.env_dir
-    python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    python = location / _venv_python()
     return (options.reuse_env and python.exists()
             and _stamped(location / STAMP) == _stamp(wheel, interpreter, options))
 
@@ -225,7 +232,7 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
     backend, uv = installer.choose_backend(options.venv_backend)
     stamp = _stamp(wheel, interpreter, options)
     stamp_file = location / STAMP
-    python = location / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    python = location / _venv_python()
     source = torch_source(options)
     if options.reuse_env and stamp_file.is_file() and python.exists():
         if _stamped(stamp_file) == stamp:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from smoke import paths, proc
 from smoke.errors import InvalidWheel
+from smoke.readers.systems import SYSTEMS
 from smoke.readers.wheel import PROJECT, Interpreter
 from smoke.rows import Row
 
@@ -23,13 +24,8 @@ def download_command(row: Row, interpreter: Interpreter, dest: Path, index: str 
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
            "--dest", str(dest), "--python-version", f"{interpreter.version[0]}.{interpreter.version[1]}",
            "--implementation", interpreter.tag[:2]]
-    if row.system == "macos":  # pip takes every macOS version up to the one named as compatible
-        cmd += ["--platform", f"macosx_15_0_{row.machine}", "--platform", "macosx_15_0_universal2"]
-    elif row.system == "windows":
-        cmd += ["--platform", f"win_{row.machine}"]
-    else:
-        for glibc in (28, 27, 17):
-            cmd += ["--platform", f"manylinux_2_{glibc}_{row.machine}"]
+    for tag in SYSTEMS[row.system].download_tags(row.machine):
+        cmd += ["--platform", tag]
     if index:
         cmd += ["--index-url", index]
     return cmd + [PROJECT]

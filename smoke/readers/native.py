@@ -14,26 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from smoke.readers import macho, pe
+from smoke.readers.systems import ELF, MACHO, MACOS_NAMES, PE, WINDOWS_LIBRARY, WINDOWS_NAMES
 from smoke.readers.wheel import Wheel, read_head, read_member
 
-ELF, MACHO, PE, WINDOWS_LIBRARY = "ELF", "Mach-O", "PE", "Windows library archive"
 AR_MAGIC = b"!<arch>\n"
-# The names each platform's loader or linker takes, by the platform whose they are.
-WINDOWS_NAMES = (".dll", ".pyd", ".lib", ".exe")
-MACOS_NAMES = (".dylib",)
-# The platforms of a wheel's platform tags, as rows name them.
-LINUX, MACOS, WINDOWS = "linux", "macos", "windows"
-
-
-def system_of(platform: str) -> str | None:
-    """linux, macos, windows, or None (``any``, or a platform the gate has no rows for)."""
-    if platform.startswith(("manylinux", "musllinux", "linux_")):
-        return LINUX
-    if platform.startswith("macosx_"):
-        return MACOS
-    if platform.startswith("win"):
-        return WINDOWS
-    return None
 
 
 def kind_of(name: str, head: bytes) -> str | None:

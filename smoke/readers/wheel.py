@@ -30,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import proc
 from smoke.errors import InvalidWheel, WrongPlatform
+from smoke.readers.systems import LINUX, SYSTEMS, of_platform
 
 PROJECT = "executorch"
 
@@ -80,7 +81,7 @@ def platform_machine(platform: str) -> str:
 
 
 def is_linux(platform: str) -> bool:
-    return platform.startswith(("manylinux", "musllinux", "linux_"))
+    return of_platform(platform) == LINUX
 
 
 def _sha256(path: Path) -> str:
@@ -407,17 +408,11 @@ def shared_objects(wheel: Wheel) -> list[str]:
     return sorted(name for name in wheel.files if ".so" in PurePosixPath(name).name and not name.endswith("/"))
 
 
-# The marker variables of each system a row is for, as its CPython reports them.
-SYSTEM_MARKERS: dict[str, dict[str, str]] = {"linux": {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"},
-                  "macos": {"platform_system": "Darwin", "sys_platform": "darwin", "os_name": "posix"},
-                  "windows": {"platform_system": "Windows", "sys_platform": "win32", "os_name": "nt"}}
-
-
-def marker_environment(machine: str, wheel: Wheel, system: str = "linux") -> dict[str, str]:
+def marker_environment(machine: str, wheel: Wheel, system: str = LINUX) -> dict[str, str]:
     """The marker variables of a machine of this kind (a row's: Linux unless ``system`` says) with the wheel's Python."""
     interpreters = sorted(t.interpreter for t in wheel.tags if t.interpreter.startswith("cp") and t.interpreter[2:].isdigit())
     env: dict[str, str] = {key: str(value) for key, value in default_environment().items()}
-    env.update(platform_machine=machine, **SYSTEM_MARKERS[system],
+    env.update(platform_machine=machine, **SYSTEMS[system].markers,
                implementation_name="cpython", platform_python_implementation="CPython", extra="")
     if interpreters:
         digits = interpreters[0][2:]
@@ -431,7 +426,7 @@ class Providers:
     machine of that kind (by its name), or None. A declared package's folder is its import name (torch/ for torch,
     nvidia/ for the nvidia-* CUDA packages). Made once per wheel and row: the wheel's file list is long."""
 
-    def __init__(self, wheel: Wheel, machine: str, system: str = "linux") -> None:
+    def __init__(self, wheel: Wheel, machine: str, system: str = LINUX) -> None:
         self.tops = {PurePosixPath(f).parts[0] for f in wheel.files}
         env = marker_environment(machine, wheel, system)
         self.declared = [req for req in wheel.requires_dist if req.marker is None or req.marker.evaluate(env)]

@@ -8,27 +8,24 @@ slots taken from the schemas (executorch ``schema/program.fbs``, file identifier
 Checked against programs and data files written by executorch 1.2.0 (CUDA, H200)
 and 1.5.1 (XNNPACK, CPU).
 
-It needs no executorch; run ``python -m smoke.artifacts PATH...`` to print what
-the gate would judge.
+It needs no executorch; ``python -m smoke artifacts PATH...`` (``smoke.commands.artifacts``; also
+``python -m smoke.artifacts PATH...``) prints what the gate would judge.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
-import json
 import mmap
 import os
 import stat
 import struct
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from flatbuffers.table import Table
 
 from smoke.backends import for_delegate
-from smoke.errors import EXIT_CANNOT_RUN, EXIT_FAILED
 from smoke.readers.tables import ArtifactError, data_segments, guard, root, slot, string, ubytes, uint, vector
 
 # program.fbs field indices.
@@ -346,93 +343,3 @@ def describe(item: Program | DataFile) -> list[str]:
         lines.append(f"  {blob.key!r}: {blob.size} B{note}")
     return lines
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and exit 2, as every error of this command
-        print(f"ERROR {message} (see --help)", file=sys.stderr)
-        sys.exit(EXIT_CANNOT_RUN)
-
-
-def _expand(given: list[Path]) -> tuple[list[Path], list[str]]:
-    """The files to read: a folder the gate kept gives its .pte and .ptd files; a .pte given without a data
-    file of its folder brings the .ptd files beside it, said so. Also the lines that say what was added."""
-    paths: list[Path] = []
-    said: list[str] = []
-    for path in given:
-        if path.is_dir() and not path.is_symlink():
-            found = sorted(p for p in path.iterdir() if p.suffix in (".pte", ".ptd") and p.is_file())
-            if not found:  # the work folder the gate kept: a folder per model
-                found = sorted(p for sub in path.iterdir() if sub.is_dir() and not sub.is_symlink()
-                               for p in sub.iterdir() if p.suffix in (".pte", ".ptd") and p.is_file())
-            if not found:
-                said.append(f"ERROR {str(path)!r} is a folder with no .pte or .ptd file in it: pass the folder the gate "
-                            f"kept (it prints 'artifacts kept in …'), one of its model folders, or the files")
-            paths += found
-        else:
-            paths.append(path)
-    for program in [p for p in paths if p.suffix == ".pte"]:
-        folder = program.parent
-        if any(p.suffix == ".ptd" and p.parent == folder for p in paths):
-            continue
-        beside = sorted(p for p in folder.glob("*.ptd") if p.is_file()) if folder.is_dir() else []
-        if beside:
-            said.append(f"{program}: also reading the data file{'s' if len(beside) > 1 else ''} beside it: "
-                        f"{', '.join(p.name for p in beside)}")
-            paths += beside
-    return list(dict.fromkeys(paths)), said
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Print what the gate reads from each path. Exit 2 when a path cannot be read as a .pte or .ptd (one
-    ERROR line each), 1 when a program's data files lack a key it expects, 0 otherwise."""
-    parser = _Parser(prog="python -m smoke.artifacts", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path)
-    parser.add_argument("--json", action="store_true", help="print the same as JSON")
-    args = parser.parse_args(argv)
-    code = 0
-    records, items = [], []
-    paths, said = _expand(args.paths)
-    for line in said:
-        print(line, file=sys.stderr if line.startswith("ERROR ") else sys.stdout)
-        if line.startswith("ERROR "):
-            code = EXIT_CANNOT_RUN
-    for path in paths:
-        try:
-            item = read(path)
-        except ArtifactError as exc:
-            print(f"ERROR {exc}", file=sys.stderr)
-            code = EXIT_CANNOT_RUN
-            continue
-        items.append(item)
-        if args.json:
-            records.append({"kind": type(item).__name__.lower(), **asdict(item)})
-        else:
-            print("\n".join(describe(item)))
-    # Given a program with data files from its own folder, say whether every key it expects is there.
-    for program in (i for i in items if isinstance(i, Program)):
-        folder = Path(program.path).parent
-        data_files = [i for i in items if isinstance(i, DataFile) and Path(i.path).parent == folder]
-        if not data_files:
-            continue
-        missing = missing_keys(program, data_files)
-        names = ", ".join(Path(d.path).name for d in data_files)
-        if missing is None:
-            line = f"{program.path}: which keys its delegates expect is unknown to this reader"
-        elif missing:
-            line, code = f"{program.path} with {names}: missing {missing}", max(code, EXIT_FAILED)
-        else:
-            line = f"{program.path} with {names}: every key it expects is present ({len(program.expected_keys or ())})"
-        if args.json:
-            records.append({"kind": "pairing", "program": program.path, "data_files": [d.path for d in data_files], "missing": missing})
-        else:
-            print(line)
-    if args.json:
-        print(json.dumps(records, indent=2))
-    return code
-
-
-if __name__ == "__main__":
-    # Run as smoke.artifacts, not as this __main__ copy: one set of classes (Program, DataFile) however started.
-    import importlib
-
-    sys.exit(importlib.import_module("smoke.artifacts").main())
