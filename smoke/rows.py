@@ -73,7 +73,7 @@ def fits(platform: str, row: Row) -> bool:
     """A wheel of this platform tag is for the row's system and machine ("any" fits every Linux row; a macOS
     universal2 wheel fits both macOS machines)."""
     if platform == "any":
-        return row.system == LINUX
+        return SYSTEMS[row.system].takes_any
     if of_platform(platform) != row.system:
         return False
     machine = platform_machine(platform)

@@ -39,6 +39,7 @@ class System:
     runner: str = "runner"  # where the workflow runs its rows (.github/workflows/release-gate.yml)
     installed_half: bool = True  # the environment and the child are built for it
     reads_elf: bool = False  # its wheels' libraries are ELF files, which the backends' own file checks read
+    takes_any: bool = False  # a wheel tagged `any` (pure Python) is judged on its rows
 
     def foreign_words(self, kind: str) -> str:
         return _KIND_WORDS[kind]
@@ -57,7 +58,7 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
            ELF, (MACHO, PE, WINDOWS_LIBRARY),
            {**dict.fromkeys(WINDOWS_NAMES, "a Windows name"), **dict.fromkeys(MACOS_NAMES, "a macOS name")},
            download_platforms=("manylinux_2_28_{machine}", "manylinux_2_27_{machine}", "manylinux_2_17_{machine}"),
-           reads_elf=True),
+           reads_elf=True, takes_any=True),
     # pip takes every macOS version up to the one named as compatible
     System(MACOS, "macOS", "Darwin", ("macosx_",),
            {"platform_system": "Darwin", "sys_platform": "darwin", "os_name": "posix"},
