@@ -187,6 +187,10 @@ def main(argv: list[str], row: str | None = None) -> int:
         name = row or args.row
         if name not in ROWS:
             raise UsageError(f"unknown row {name!r}; the rows are {', '.join(sorted(ROWS))}")
+        if args.wheel is not None and (args.wheel_version is not None or args.pre):
+            flag = "--wheel-version" if args.wheel_version is not None else "--pre"
+            raise UsageError(f"{flag} chooses the wheel to download when none is given, and {str(args.wheel)!r} is given: "
+                             f"pass the wheel or {flag}, not both")
         for flag in ("wheelhouse", "torch_from"):
             value = getattr(args, flag)
             if value is not None and not value.is_dir():

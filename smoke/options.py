@@ -28,6 +28,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def version(text: str) -> str:
+    """A PEP 440 version, as pip takes it after ``executorch==``."""
+    from packaging.version import InvalidVersion, Version  # here: the child imports this module, and its environment may lack packaging
+
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version (PEP 440): give one such as 1.5.1 or "
+                                         f"1.6.0.dev20261201") from None
+
+
 @dataclass(frozen=True)
 class Opt:
     dest: str
@@ -66,6 +77,11 @@ ROW_OPTIONS: tuple[Opt, ...] = (
     Opt("wheel", None, "the executorch .whl to gate (default: download the current public release)", type=Path),
     Opt("wheel_index", "--wheel-index", "with no wheel given, download the current release from this index "
         "(default: pip's configured one)", metavar="URL"),
+    Opt("wheel_version", "--wheel-version", "with no wheel given, download this executorch version instead of the current "
+        "release: a release (1.4.1) or a nightly (1.6.0.dev20261201, from a --wheel-index that serves nightlies)",
+        type=version, metavar="VERSION"),
+    Opt("pre", "--pre", "with no wheel given, take the newest version, pre-releases and nightlies included",
+        default=False, action="store_true"),
     Opt("python", "--python", "interpreter to build the environment from (default: the one running the gate)"),
     Opt("constraints", "--constraints", "pip constraints file to use instead of the torch paired with the wheel's release",
         type=Path),

@@ -19,7 +19,6 @@ import mmap
 import os
 import stat
 import struct
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 

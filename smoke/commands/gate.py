@@ -154,7 +154,8 @@ def outputs_and_input(state: RowRun) -> bool:
     options = state.options
     check_outputs(state.row, options, state.env_dir)
     state.interpreter = wheels.probe_interpreter(options.python)
-    state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say)
+    state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say,
+                                                               options.wheel_version, options.pre)
     return True
 
 
