@@ -42,7 +42,7 @@ def inspect_parser() -> argparse.ArgumentParser:
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
                    help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: "
                         "CPU rows for a CPU build, CUDA rows for a +cuXXX one)")
-    options.add(p, ("fail_fast", "policy", "report_dir"))
+    options.add(p, ("fail_fast", "policy", "strict", "report_dir"))
     return p
 
 
@@ -90,7 +90,7 @@ def inspect_main(argv: list[str]) -> int:
         from smoke.commands import inspect  # inside the edge: a tool of the gate's own missing is one ERROR line
 
         args = inspect_parser().parse_args(argv)
-        return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "policy", "report_dir")), args.row)
+        return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "policy", "strict", "report_dir")), args.row)
 
     return _at_the_edge(work)
 

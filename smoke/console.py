@@ -27,6 +27,9 @@ def say(text: str) -> None:
 
 
 def emit(run: Run, result: CheckResult) -> CheckResult:
+    """A result, waived where the policy waives it (``Run.waivers``), recorded and printed."""
+    if run.waivers is not None:
+        result = run.waivers.apply(result)
     run.results.append(result)
     say(result.line())
     return result

@@ -112,6 +112,8 @@ ROW_OPTIONS: tuple[Opt, ...] = (
         "(default: no, the faster on the H200: docs/benchmarks.md)", default="no", choices=("yes", "no"), child=True),
     Opt("policy", "--policy", "the gate's policy for this wheel, a TOML file (default: [tool.executorch-wheel-gate] in the "
         "pyproject.toml of the folder the gate runs in, else the defaults: docs/policy.md)", type=Path, metavar="FILE"),
+    Opt("strict", "--strict", "warnings fail the run (default: the policy's strict, else no: docs/policy.md)", default=False,
+        action="store_true"),
     Opt("report_dir", "--report-dir", "write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml",
         type=Path, metavar="DIR"),
 )

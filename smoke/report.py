@@ -20,9 +20,9 @@ from typing import Any, Iterable
 
 from smoke import markup
 from smoke.errors import GateError
-from smoke.results import CheckResult, Status, counts
+from smoke.results import CheckResult, Status, all_passed, counts
 
-SCHEMA = 2
+SCHEMA = 3  # 3: the statuses warn and waived, a waived check's waiver, strict
 MODES = ("row", "inspect")
 
 
@@ -43,10 +43,12 @@ class Run:
     libraries: Any = None  # smoke.readers.elf.Libraries, read once and shared by the checks; not reported
     policy: dict[str, str] | None = None  # smoke.readers.settings: the policy the run judged by, and why
     loader_env: dict[str, list[str]] | None = None  # smoke.environment.loaderenv: what was removed from the caller's environment
+    strict: bool = False  # warnings fail the run (--strict, or the policy's strict)
+    waivers: Any = None  # smoke.readers.settings.Waivers: applied to each result as it is emitted (smoke.console.emit)
 
     @property
     def verdict(self) -> str:
-        return "pass" if all(self.results) else "fail"
+        return "pass" if all_passed(self.results, self.strict) else "fail"
 
     @property
     def stem(self) -> str:
@@ -69,6 +71,7 @@ def to_json(run: Run) -> dict[str, Any]:
         "torch_source": run.torch_source or None,
         "loader_environment": run.loader_env,
         "policy": run.policy,
+        "strict": run.strict,
         "started": run.started,
         "seconds": round(run.seconds, 3),
         "phases": run.phases,
@@ -78,9 +81,14 @@ def to_json(run: Run) -> dict[str, Any]:
 
 
 def to_junit(run: Run) -> ET.ElementTree:
-    """Each check is a test case; a FAIL a <failure>, a SKIP a <skipped>, each with its reason. ElementTree
-    escapes <, > and &; a character XML cannot hold (a control character, a lone surrogate) is U+FFFD."""
+    """Each check is a test case; a FAIL a <failure> (a WARN too, where the run is strict), a SKIP a <skipped>, a WAIVED
+    finding a <skipped> whose message begins "WAIVED" and names the waiver's reason, a WARN a <system-out> beginning
+    "WARN", each with its reason. ElementTree escapes <, > and &; a character XML cannot hold (a control character, a
+    lone surrogate) is U+FFFD."""
     tally = counts(run.results)
+    if run.strict:
+        tally[Status.FAIL] += tally[Status.WARN]
+    tally[Status.SKIP] += tally[Status.WAIVED]
     xml = markup.xml
     suite_name = xml(f"executorch-gate.{run.stem}")
     suites = ET.Element("testsuites", name="executorch-gate", tests=str(len(run.results)),
@@ -94,10 +102,14 @@ def to_junit(run: Run) -> ET.ElementTree:
     for result in run.results:
         case = ET.SubElement(suite, "testcase", classname=suite_name, name=xml(result.name),
                              time=f"{result.seconds or 0:.3f}")
-        if result.status is Status.FAIL:
+        if result.status is Status.FAIL or (run.strict and result.status is Status.WARN):
             ET.SubElement(case, "failure", message=xml(result.reason)).text = xml(result.reason)
         elif result.status is Status.SKIP:
             ET.SubElement(case, "skipped", message=xml(result.reason))
+        elif result.status is Status.WAIVED:
+            ET.SubElement(case, "skipped", message=xml(result.line()))
+        elif result.status is Status.WARN:
+            ET.SubElement(case, "system-out").text = xml(result.line())
         else:
             ET.SubElement(case, "system-out").text = xml(result.reason)
     tree = ET.ElementTree(suites)
@@ -110,7 +122,7 @@ def markdown(run: Run) -> str:
     cell = markup.text
     lines = [f"### {cell(run.stem)}: {run.verdict.upper()} ({cell(run.wheel)})", "", "| check | status | reason |", "|---|---|---|"]
     for result in run.results:
-        lines.append(f"| {cell(result.name)} | {result.status.name} | {cell(result.reason)} |")
+        lines.append(f"| {cell(result.name)} | {result.status.name} | {cell(result.told)} |")
     return "\n".join(lines) + "\n"
 
 

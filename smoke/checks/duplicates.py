@@ -4,7 +4,9 @@ Two members with the same bytes over ``LARGE_BYTES`` (1 MB) are one file shipped
 the install pay for it twice, and where it is a library, the process may load two copies (pytorch#65405:
 the same library shipped under two names). A library is judged at any size: two ELF shared libraries with
 the same bytes, or with the same ``DT_SONAME`` (one library under two names, or two builds of it), FAIL,
-naming both. Only members whose size another member shares are hashed (sha256, in 1 MiB chunks).
+naming both. Two copies of a file that is no library cost the download and the disk, not the wheel's working:
+where those are all it finds, it is a WARN (docs/checks.md: severities). Only members whose size another
+member shares are hashed (sha256, in 1 MiB chunks).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from smoke.readers import elf
 from smoke.readers.wheel import hash_member, read_member
-from smoke.results import CheckResult, failed, passed
+from smoke.results import CheckResult, failed, passed, warned
 from smoke.stages import FILE, Check
 
 if TYPE_CHECKING:
@@ -75,7 +77,12 @@ def check_duplicate_content(wheel: Wheel, row: Row, libraries: Libraries) -> Che
     measured = {"same_bytes": [list(group) for group in same], "same_soname": {s: list(group) for s, group in alike}}
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        return failed(name, "; ".join(problems[:3]) + more + "; ship each once", **measured)
+        shared = {lib.path for lib in libraries.items if lib.kind == "ET_DYN"}
+        loads_twice = alike or any(member in shared for group in same for member in group)
+        judge = failed if loads_twice else warned
+        return judge(name, "; ".join(problems[:3]) + more + "; ship each once"
+                     + ("" if loads_twice else " (no library among them: it costs the download, not the wheel's working)"),
+                     **measured)
     return passed(name, f"no two members over {LARGE_BYTES // 1_000_000} MB, and no two shared libraries, have the same bytes; "
                         f"no two libraries share a SONAME", **measured)
 

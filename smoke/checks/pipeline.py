@@ -15,7 +15,7 @@ from smoke.checks import duplicates, foreign, linux, macos, tagged, windows
 from smoke.child import loads
 from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS
 from smoke.rows import ROWS
-from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, STAGES, Check
+from smoke.stages import CHILD_CHECKS, CHILD_PROCESS, EXECUTED, STAGES, Check
 
 if TYPE_CHECKING:
     from smoke.rows import Row
@@ -42,6 +42,13 @@ def for_row(row: Row, stage: str | None = None) -> list[Check]:
 def result_names(row: Row) -> list[str]:
     """Every result a full run of the row reports, in order (the child process's only when it failed)."""
     return [name for check in for_row(row) if check is not CHILD_PROCESS for name in check.names()]
+
+
+def check_names() -> set[str]:
+    """The name of every check the gate has, on any row (what a waiver may name)."""
+    backends = {row.backend.name: row.backend for row in ROWS.values()}.values()
+    return {c.name for c in (*(c for system in BY_SYSTEM for c in common(system)), *(c for b in backends for c in b.checks),
+                             EXECUTED)}
 
 
 def declared(result: str) -> Check | None:

@@ -165,9 +165,8 @@ def wheel_read(state: RowRun) -> bool:
     assert state.wheel_path is not None and state.interpreter is not None
     with phase(run, f"reading the wheel {state.wheel_path}"):
         wheel = wheels.read_wheel(state.wheel_path)
-        state.policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+        state.policy = judged_by(run, wheel, options)
         state.wheel = wheel = dataclasses.replace(wheel, user_supplied=state.policy.user_supplied)
-        run.policy = state.policy.to_json()
         check_machine(wheel, row)
         state.elsewhere = away(row)
         run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
@@ -176,6 +175,16 @@ def wheel_read(state: RowRun) -> bool:
             check_host(state.interpreter, row)
             state.constraints = pairing.constraints_for(wheel, options.constraints)
     return True
+
+
+def judged_by(run: Run, wheel: wheels.Wheel, options: opts.Options) -> settings.Policy:
+    """The policy for this wheel, its waivers' checks known; the run made strict and given the waivers by it."""
+    policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+    policy.unknown_checks(pipeline.check_names())
+    run.policy = policy.to_json()
+    run.strict = bool(options.strict or policy.strict)
+    run.waivers = settings.Waivers(policy.waivers, wheel.version)
+    return policy
 
 
 def files_only_elsewhere(state: RowRun) -> bool:
@@ -381,7 +390,10 @@ def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
         device = facts.get("device") or {}
         say(f"executorch {facts.get('executorch')}, torch {facts.get('torch')} (from {run.torch_source}), "
             f"Python {facts.get('python')}, device {device.get('device_name', 'none')}{' ' + device['sm'] if 'sm' in device else ''}")
-    ok = all_passed(run.results)
+    if run.waivers is not None:
+        for waiver in run.waivers.unmatched():
+            say(f"waiver unused: {waiver.words()} matched no finding of this run ({waiver.reason})")
+    ok = all_passed(run.results, run.strict)
     run.exit_code = 0 if ok else EXIT_FAILED
     run.seconds = time.monotonic() - start
     unwritten = []  # the verdict stands and is printed even where a report cannot be written
@@ -403,7 +415,8 @@ def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
             work.discard = True  # a temporary folder this run made and marked: removed as the run ends
         else:
             say(f"artifacts kept in {work.path}")
-    say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)} in {run.seconds:.1f} s")
+    strict = " (strict: warnings fail)" if run.strict and any(r.status is Status.WARN for r in run.results) else ""
+    say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)}{strict} in {run.seconds:.1f} s")
     for line in unwritten:
         error(f"{line}; the verdict above stands (exit {run.exit_code}), without that file")
     return run.exit_code

@@ -13,7 +13,7 @@ import dataclasses
 import time
 
 from smoke import paths, report
-from smoke.checks import shipped
+from smoke.checks import pipeline, shipped
 from smoke.commands import gate
 from smoke.console import say
 from smoke.options import Options
@@ -50,6 +50,7 @@ def inspect(options: Options, names: list[str]) -> int:
     start = time.monotonic()
     wheel = wheels.read_wheel(options.wheel)
     policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+    policy.unknown_checks(pipeline.check_names())
     wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
     rows = rows_for(wheel, names)
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
@@ -62,7 +63,8 @@ def inspect(options: Options, names: list[str]) -> int:
     for row in rows:
         row_start = time.monotonic()
         run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256,
-                  policy=policy.to_json())
+                  policy=policy.to_json(), strict=bool(options.strict or policy.strict),
+                  waivers=settings.Waivers(policy.waivers, wheel.version))
         gate.file_checks(run, row, wheel, options, libraries)
         codes.append(gate.finish(run, options, None, row_start))
     return max(codes)

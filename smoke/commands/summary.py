@@ -69,11 +69,19 @@ class Report:
     release: Version  # the wheel file's version
     executorch: str | None  # what the row's child imported; None where no child ran
     checks: tuple[dict[str, Any], ...]  # each with a str name, a known status and a dict measured
+    strict: bool = False  # its warnings fail it
+
+    @property
+    def failing(self) -> list[str]:
+        """The checks that fail the row: each FAIL, and each WARN where the run was strict."""
+        bad = {Status.FAIL.value, Status.WARN.value} if self.strict else {Status.FAIL.value}
+        return [c["name"] for c in self.checks if c["status"] in bad]
 
     @property
     def verdict(self) -> str:
-        """Recomputed from the checks: a FAIL fails the row (a report with no checks is caught by ``judge``)."""
-        return Status.FAIL.value if any(c["status"] == Status.FAIL.value for c in self.checks) else Status.PASS.value
+        """Recomputed from the checks: a FAIL fails the row, a WARN too where it was strict (a report with no checks is
+        caught by ``judge``)."""
+        return Status.FAIL.value if self.failing else Status.PASS.value
 
 
 # --- reading one report: every way a file can fail to be one is an ERROR naming it
@@ -159,7 +167,8 @@ def read_report(path: Path) -> Report:
     versions = _get(path, document, "versions", "the report ", (dict,), "an object")
     executorch = _get(path, versions, "executorch", "'versions' ", (str, type(None)), "a version or null")
     checks = tuple(_check(path, i, c) for i, c in enumerate(_get(path, document, "checks", "the report ", (list,), "a list")))
-    report = Report(path, mode, row, file, sha256, version, executorch, checks)
+    strict = _get(path, document, "strict", "the report ", (bool,), "true or false")
+    report = Report(path, mode, row, file, sha256, version, executorch, checks, strict)
     _agrees_with_itself(report, document)
     return report
 
@@ -186,7 +195,7 @@ def _agrees_with_itself(report: Report, document: dict[str, Any]) -> None:
         raise ReportError(f"{path}: the check {markup.plain(repr(twice[0]))[:80]} appears twice, so its status is ambiguous; {_FIX}")
     said = _get(path, document, "verdict", "the report ", (str,), "pass or fail")
     if said != verdict:
-        failing = [c["name"] for c in report.checks if c["status"] == Status.FAIL.value]
+        failing = report.failing
         because = f"its checks hold {len(failing)} FAIL ({markup.plain(failing[0])[:80]}…)" if failing else "none of its checks failed"
         raise ReportError(f"{path} says verdict {markup.plain(repr(said))[:40]} but {because}: a report that contradicts "
                           f"itself is no evidence either way; rerun that row")
@@ -284,8 +293,7 @@ def judge(reports: dict[str, Report], release: str) -> Verdict:
         if not report.checks:
             problems.append(f"{row}: its report holds no checks, so nothing was judged")
         if report.verdict != Status.PASS.value:
-            failed = [c["name"] for c in report.checks if c["status"] == Status.FAIL.value]
-            problems.append(f"{row}: failed ({', '.join(failed)})")
+            problems.append(f"{row}: failed ({', '.join(report.failing)}{', strict: warnings fail' if report.strict else ''})")
         if ROWS[row].execution_required:
             by_name = {c["name"]: c for c in report.checks}
             for name in MUST_EXECUTE:

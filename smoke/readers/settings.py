@@ -1,25 +1,35 @@
 """The gate's policy for a wheel: what its maintainers ask of it that the wheel file does not say.
 
 Read from ``--policy FILE`` (TOML), else from ``[tool.executorch-wheel-gate]`` in the pyproject.toml of the
-folder the gate runs in, else the defaults (``docs/policy.md``). One key so far:
+folder the gate runs in, else the defaults (``docs/policy.md``). Its keys:
 
 - ``torch = "declared"`` or ``"user-supplied"``: whether the wheel must declare torch in Requires-Dist. Default:
   "declared" for a release version, "user-supplied" for a dev, pre-release or local version (PEP 440), as main
   intends (setup.py: "torch is intentionally absent ... consumers bring their own"). With "user-supplied" the gate
   installs the paired torch itself, and no check FAILs because torch is undeclared: torch counts as the user's.
+- ``strict = true``: warnings fail (as ``--strict``).
+- ``[[waive]]``: a finding a maintainer accepts: ``check`` (its name), ``match`` (text the finding must contain),
+  ``reason`` (required), ``until`` (a version: it holds for wheels below it; or a date, YYYY-MM-DD: it holds through
+  that day). A waived FAIL or WARN is WAIVED, with the reason, and fails nothing; an expired waiver lets it stand,
+  saying so; a waiver that matched nothing is said as the run ends (``Waivers``).
 
 An unknown key, a wrong value or a file that does not parse is one ``ERROR`` line naming the fix (exit 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from smoke.errors import GateError
 from smoke.readers.wheel import Wheel
+from smoke.results import CheckResult, Status
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,7 +38,9 @@ else:  # requirements-gate.txt installs tomli on Python 3.10
 
 TABLE = "executorch-wheel-gate"
 TORCH = ("declared", "user-supplied")
-KEYS = {"torch": f"one of {', '.join(map(repr, TORCH))}"}
+KEYS = {"torch": f"one of {', '.join(map(repr, TORCH))}", "strict": "true or false",
+        "waive": "a list of [[waive]] tables: check, reason, and optionally match and until"}
+WAIVER_KEYS = ("check", "match", "reason", "until")
 
 
 class PolicyError(GateError):
@@ -36,9 +48,61 @@ class PolicyError(GateError):
 
 
 @dataclass(frozen=True)
+class Waiver:
+    check: str  # a check's name (a per-model check's name waives both models': "export" waives "export (weighted)")
+    reason: str
+    match: str | None = None  # text the finding's reason must contain
+    until: Version | datetime.date | None = None  # wheels below this version, or through this day
+
+    def covers(self, result: CheckResult) -> bool:
+        return ((result.name == self.check or result.name.startswith(f"{self.check} ("))
+                and (self.match is None or self.match in result.reason))
+
+    def expired(self, version: Version, today: datetime.date) -> bool:
+        if isinstance(self.until, Version):
+            return not version < self.until
+        return self.until is not None and today > self.until
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "match": self.match, "reason": self.reason,
+                "until": None if self.until is None else str(self.until)}
+
+    def words(self) -> str:
+        return f"[[waive]] check = {self.check!r}{f', match = {self.match!r}' if self.match else ''}"
+
+
+class Waivers:
+    """The policy's waivers, applied to each result as it is emitted (``smoke.console.emit``); which matched is kept."""
+
+    def __init__(self, waivers: tuple[Waiver, ...], version: Version, today: datetime.date | None = None) -> None:
+        self.waivers, self.version = waivers, version
+        self.today = today or datetime.date.today()
+        self.used: set[int] = set()
+
+    def apply(self, result: CheckResult) -> CheckResult:
+        if result.status not in (Status.FAIL, Status.WARN):
+            return result
+        for index, waiver in enumerate(self.waivers):
+            if not waiver.covers(result):
+                continue
+            self.used.add(index)
+            if waiver.expired(self.version, self.today):
+                return dataclasses.replace(result, reason=f"{result.reason} (the waiver of it expired: until {waiver.until}, "
+                                                          f"and this is executorch {self.version} on {self.today})")
+            return dataclasses.replace(result, status=Status.WAIVED,
+                                       waiver={**waiver.to_json(), "was": result.status.value})
+        return result
+
+    def unmatched(self) -> list[Waiver]:
+        return [w for i, w in enumerate(self.waivers) if i not in self.used]
+
+
+@dataclass(frozen=True)
 class Policy:
     torch: str  # "declared" or "user-supplied"
     why: str  # where it came from: the file and key, or the default and the version that chose it
+    strict: bool = False
+    waivers: tuple[Waiver, ...] = ()
 
     @property
     def user_supplied(self) -> tuple[str, ...]:
@@ -46,10 +110,19 @@ class Policy:
         return ("torch",) if self.torch == "user-supplied" else ()
 
     def line(self) -> str:
-        return f"policy: torch is {self.torch} ({self.why})"
+        also = "; strict: warnings fail" if self.strict else ""
+        also += f"; {len(self.waivers)} waiver{'s' if len(self.waivers) != 1 else ''}" if self.waivers else ""
+        return f"policy: torch is {self.torch} ({self.why}){also}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"torch": self.torch, "why": self.why}
+        return {"torch": self.torch, "why": self.why, "strict": self.strict, "waive": [w.to_json() for w in self.waivers]}
+
+    def unknown_checks(self, names: set[str]) -> None:
+        """A waiver of a check the gate does not have is one ERROR line, naming the checks."""
+        for waiver in self.waivers:
+            if waiver.check not in names:
+                raise PolicyError(f"{waiver.words()}: the gate has no check {waiver.check!r}; the checks are "
+                                  f"{', '.join(sorted(names))} (docs/checks.md)")
 
 
 def read(policy_file: Path | None, folder: Path) -> tuple[dict[str, Any], str | None]:
@@ -84,16 +157,53 @@ def read(policy_file: Path | None, folder: Path) -> tuple[dict[str, Any], str | 
     return table, where
 
 
+def _until(value: object, where: str, index: int) -> Version | datetime.date | None:
+    if value is None or isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.date.fromisoformat(value) if value.count("-") == 2 else Version(value)
+        except (ValueError, InvalidVersion):
+            pass
+    raise PolicyError(f"{where}: [[waive]] {index + 1}: until = {value!r} is neither a version (1.6.0) nor a date "
+                      f"(2027-01-31); fix it")
+
+
+def waivers(table: dict[str, Any], where: str | None) -> tuple[Waiver, ...]:
+    entries = table.get("waive", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise PolicyError(f"{where}: waive must be {KEYS['waive']} (docs/policy.md); fix it")
+    made = []
+    for index, entry in enumerate(entries):
+        at = f"{where}: [[waive]] {index + 1}"
+        unknown = sorted(set(entry) - set(WAIVER_KEYS))
+        if unknown:
+            raise PolicyError(f"{at}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                              f"a waiver's keys are {', '.join(WAIVER_KEYS)} (docs/policy.md)")
+        for key in ("check", "reason"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise PolicyError(f"{at} has no {key}: every waiver names its check and says why it is accepted "
+                                  f"(reason = \"...\"); add it")
+        if "match" in entry and (not isinstance(entry["match"], str) or not entry["match"]):
+            raise PolicyError(f"{at}: match = {entry['match']!r} must be text the finding contains; fix it")
+        made.append(Waiver(entry["check"], entry["reason"].strip(), entry.get("match"), _until(entry.get("until"), where or "", index)))
+    return tuple(made)
+
+
 def for_wheel(wheel: Wheel, policy_file: Path | None, folder: Path) -> Policy:
     table, where = read(policy_file, folder)
+    strict = table.get("strict", False)
+    if not isinstance(strict, bool):
+        raise PolicyError(f"{where}: strict = {strict!r}; it must be {KEYS['strict']}")
+    waived = waivers(table, where)
     if "torch" in table:
         value = table["torch"]
         if value not in TORCH:
             raise PolicyError(f"{where}: torch = {value!r}; it must be {KEYS['torch']}")
-        return Policy(value, f"torch = {value!r}, {where}")
+        return Policy(value, f"torch = {value!r}, {where}", strict, waived)
     version = wheel.version
     kind = ("a dev version" if version.is_devrelease else "a pre-release" if version.is_prerelease else
             "a local version" if version.local else None)
     if kind is None:
-        return Policy("declared", f"the default for a release version, {version}")
-    return Policy("user-supplied", f"the default for {kind}, {version}: main leaves torch to its consumers (setup.py)")
+        return Policy("declared", f"the default for a release version, {version}", strict, waived)
+    return Policy("user-supplied", f"the default for {kind}, {version}: main leaves torch to its consumers (setup.py)", strict, waived)
