@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -92,8 +93,30 @@ def benchmark(session: nox.Session) -> None:
     _verdict(session, "benchmark", cli.benchmark_main(list(session.posargs)))
 
 
+INTEGRATION = "tests/integration"
+
+
+def _names_paths(args: list[str]) -> bool:
+    """Whether the arguments name test files or folders (or a test in one: PATH::NAME), not only options."""
+    return any(not arg.startswith("-") and Path(arg.split("::", 1)[0]).exists() for arg in args)
+
+
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """The gate's own tests, the slow integration runs included (pytest -m 'not slow' for the fast ones)."""
+    """The gate's own tests: the fast ones, then the integration runs (tests/integration); pytest --ignore=tests/integration -m 'not slow' for the fast ones alone."""
     session.install("-r", "requirements-test.txt")
-    session.run("pytest", *session.posargs)
+    args = list(session.posargs)
+    if _names_paths(args):  # the tests named, in one run
+        session.run("pytest", *args)
+        return
+    # Two runs, so that the fast tests report first; the integration runs go on after a fast test failed (CI runs
+    # them all), and the session fails for either. Arguments that select a half's tests out (-m, -k) are no failure.
+    chosen = {"success_codes": [0, 5]} if args else {}
+    try:
+        session.run("pytest", f"--ignore={INTEGRATION}", *args, **chosen)
+        fast = None
+    except CommandFailed as failure:
+        fast = failure
+    session.run("pytest", INTEGRATION, *args, **chosen)
+    if fast is not None:
+        raise fast

@@ -5,8 +5,8 @@
 Run with the Python of the environment the gate built for the wheel (``--env-dir``: torch, the wheel's
 executorch, a GPU), after ``nox -s cuda_x86_64 ... --workdir WORKDIR --keep`` kept its artifacts
 (``WORKDIR/weightless``, ``WORKDIR/weighted``). ROW is the row that kept them (cuda_x86_64 on the GPU machine;
-cpu_x86_64 anywhere, which is how tests/test_device_mutants.py runs this script on the CPU); LAYOUT names the build
-in the lines printed ("1.2.0", "main"). The gate's own check functions judge each mutant, as in the gate's run:
+cpu_x86_64 anywhere, which is how tests/integration/test_device_mutants.py runs this script on the CPU); LAYOUT names
+the build in the lines printed ("1.2.0", "main"). The gate's own check functions judge each mutant, as in the gate's run:
 
 - weights left in the program: the weighted model exported again with ``CudaBackend.save_data_externally``
   answering False (upstream's own switch, in 1.2.0 and main; for XNNPACK, no constant tagged for the data file),

@@ -5,11 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import declare_torch, make_cuda_wheel, pypi_wheel, rewrite_wheel
+from smoke.readers.wheel import read_wheel
+from tests.helpers import declare_torch, make_cuda_wheel, platform_wheel, pypi_wheel, rewrite_wheel
 
 # Fixtures that download from the package index (PyPI's wheels, kept in .gate/test-wheels after the
 # first time); a test that takes one, directly or through another fixture, is marked `network`.
-DOWNLOADING = {"wheel_x86_64", "wheel_aarch64", "wheel_1_2_0", "pypi_1_4_1", "declared_x86_64", "declared_aarch64"}
+DOWNLOADING = {"wheel_x86_64", "wheel_aarch64", "wheel_1_2_0", "pypi_1_4_1", "declared_x86_64", "declared_aarch64",
+               "macos_1_5_1", "windows_1_0_0"}
 
 
 def pytest_collection_modifyitems(items):
@@ -93,3 +95,35 @@ def exported(tmp_path_factory):
 def cuda_wheel(slim_x86_64, tmp_path_factory):
     """PyPI's x86_64 wheel (slim) relabelled +cu130, with the CUDA delegate's libraries and the runtime declared."""
     return make_cuda_wheel(slim_x86_64, tmp_path_factory.mktemp("cuda-wheel"))
+
+
+@pytest.fixture(scope="module")
+def declared_slim(slim_x86_64, tmp_path_factory) -> Path:
+    """The slim 1.5.1 wheel with torch declared: it passes every file check, so a mutant's FAIL is the mutant's."""
+    return declare_torch(slim_x86_64, tmp_path_factory.mktemp("declared-slim"))
+
+
+@pytest.fixture(scope="module")
+def pypi(wheel_x86_64):
+    return read_wheel(wheel_x86_64)
+
+
+@pytest.fixture(scope="module")
+def pypi_1_4_1():
+    return read_wheel(pypi_wheel("x86_64", "1.4.1"))
+
+
+@pytest.fixture(scope="module")
+def macos_1_5_1() -> Path:
+    return platform_wheel("macosx_14_0_arm64", "1.5.1")
+
+
+@pytest.fixture(scope="module")
+def macos_declared(macos_1_5_1, tmp_path_factory) -> Path:
+    """1.5.1 for macOS with the torch requirement it lacks (as on Linux): a wheel whose files pass."""
+    return declare_torch(macos_1_5_1, tmp_path_factory.mktemp("declared"))
+
+
+@pytest.fixture(scope="module")
+def windows_1_0_0() -> Path:
+    return platform_wheel("win_amd64", "1.0.0")

@@ -1,20 +1,34 @@
-"""What several test modules share: the real inputs' places, PyPI's wheels, a wheel rewriter,
-the nox command, a CUDA-labelled copy of a real wheel and a scripted child. Test modules import
-from here (and take fixtures from conftest.py), never from each other."""
+"""What several test modules share: the real inputs' places, PyPI's wheels (Linux, macOS, Windows), a wheel
+rewriter, the nox command and ``python -m smoke``, a CUDA-labelled copy of a real wheel, a scripted child,
+Mach-O and library mutators, runs to write reports of and a Markdown renderer to read them. Test modules
+import from here (and take fixtures from conftest.py), never from each other."""
 
 from __future__ import annotations
 
+import html.parser
+import io
 import json
 import os
+import re
+import struct
 import subprocess
 import sys
 import textwrap
 import zipfile
 from pathlib import Path
 
+import jsonschema
+from markdown_it import MarkdownIt
+
+from smoke import markup, stages
+from smoke.checks import shipped
 from smoke.environment.follow import judge_child, run_child
 from smoke.readers.wheel import read_wheel
 from smoke.readers.wheelcopy import rewrite_wheel
+from smoke.report import Run
+from smoke.results import CheckResult, Status, failed, passed, skipped
+from smoke.rows import ROWS
+from smoke.stages import MUST_EXECUTE, PORTABLE
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -163,3 +177,254 @@ def fake_child(tmp_path, body: str, timeout: float = 30):
     seen = []
     outcome = run_child([sys.executable, "-c", script], record, log, timeout, dict(os.environ), seen.append)
     return outcome, judge_child(outcome, timeout, log), seen
+
+
+# --- the pages whose ```sh blocks a user is shown (tests/test_readme.py, tests/integration/test_readme.py) ---
+
+# Where the commands a user is shown live, in the order a newcomer reads them: the front page, then the reference.
+PAGES = ("README.md", "docs/commands.md", "docs/development.md", "docs/options.md", "docs/checks.md", "docs/folders.md")
+
+
+def sh_blocks(pages=PAGES) -> list[str]:
+    return [block.strip() for page in pages for block in re.findall(r"```sh\n(.*?)```", (REPO / page).read_text(), flags=re.S)]
+
+
+# --- libraries of PyPI's 1.5.1, and what the checks make of a wheel ------------------------------------------
+
+THREADPOOL = "executorch/lib/libexecutorch_threadpool.so"
+LFS_POINTER = (b"version https://git-lfs.github.com/spec/v1\n"
+               b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 194144\n")
+
+
+CUDA_ROW, CPU_ROW = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
+
+
+def check(fn, wheel, row=CUDA_ROW):
+    return fn(wheel, row, shipped.read_libraries(wheel))
+
+
+def judge(check, wheel_path: Path, row=CPU_ROW):
+    wheel = read_wheel(wheel_path)
+    return stages.run_check(check, wheel, row, shipped.read_libraries(wheel))
+
+
+def patched_member(wheel_path, member, tmp_path, patchelf, *args) -> Path:
+    """The wheel with one real library changed by patchelf (RECORD rewritten to match)."""
+    with zipfile.ZipFile(wheel_path) as archive:
+        library = tmp_path / "member.so"
+        library.write_bytes(archive.read(member))
+    subprocess.run([*patchelf, *args, str(library)], check=True)
+    return rewrite_wheel(wheel_path, tmp_path / "out", add={member: library.read_bytes()})
+
+
+# The dynamic symbol tables of a CUDA build of executorch 1.2.0 made on the H200, with and without the patch that links
+# the AOTI shims against the one runtime (its README says how).
+CUDA_BUILD = DATA / "cuda-executorch-1.2.0"
+
+
+def extract(variant: str, path: str) -> bytes:
+    return (CUDA_BUILD / f"{variant}--{path.replace('/', '--')}").read_bytes()
+
+
+def rebound(data: bytes, prefix: str, binding: int) -> bytes:
+    """The library with every defined ``.dynsym`` entry whose name starts with ``prefix`` given ``binding``
+    (the high four bits of st_info, ELF gABI): the same library, built with those symbols weak, say."""
+    from elftools.elf.elffile import ELFFile
+
+    elf_file = ELFFile(io.BytesIO(data))
+    table = elf_file.get_section_by_name(".dynsym")
+    info_at = 4 if elf_file.elfclass == 64 else 12  # st_info in Elf64_Sym / Elf32_Sym
+    out, changed = bytearray(data), 0
+    for index, symbol in enumerate(table.iter_symbols()):
+        if symbol.name.startswith(prefix) and symbol["st_shndx"] != "SHN_UNDEF":
+            at = table["sh_offset"] + index * table["sh_entsize"] + info_at
+            out[at] = (binding << 4) | (out[at] & 0xF)
+            changed += 1
+    assert changed, prefix
+    return bytes(out)
+
+
+# --- macOS and Windows wheels (issue 27), through ``python -m smoke`` ---------------------------------------
+
+def platform_wheel(platform: str, release: str) -> Path:
+    """PyPI's cp311 executorch wheel of this platform tag, downloaded once (the file only)."""
+    for folder in (WHEEL_CACHE, RELEASE_TABLE):
+        found = sorted(folder.glob(f"executorch-{release}-cp311-cp311-{platform}.whl"))
+        if found:
+            return found[-1]
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+                    "3.11", "--implementation", "cp", "--platform", platform, "-d", str(WHEEL_CACHE),
+                    f"executorch=={release}"], check=True)
+    return sorted(WHEEL_CACHE.glob(f"executorch-{release}-cp311-cp311-{platform}.whl"))[-1]
+
+
+def smoke(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "smoke", *map(str, args)], capture_output=True, text=True, cwd=REPO, timeout=600)
+
+
+def lines(proc, prefix: str) -> list[str]:
+    return [line for line in proc.stdout.splitlines() if line.startswith(prefix)]
+
+
+def line(proc, prefix: str) -> str:
+    found = lines(proc, prefix)
+    assert len(found) == 1, proc.stdout + proc.stderr
+    return found[0]
+
+
+# The checks of issue 27; other checks (other issues') judge the same wheels and are not asserted by its tests.
+OURS = ("wheel tags", "foreign files", "platform tag", "architecture", "library RUNPATH", "libraries resolve", "wheel RECORD")
+
+
+def failed_ours(proc) -> list[str]:
+    return [f.split(":")[0][len("FAIL "):] for f in lines(proc, "FAIL ") if f.split(":")[0][len("FAIL "):] in OURS]
+
+
+def member(wheel: Path, name: str) -> bytes:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(name)
+
+
+# Mutating a Mach-O file: its load commands, as a linker (install_name_tool) would write them.
+
+C_EXT = "executorch/extension/pybindings/_C.cpython-311-darwin.so"
+
+
+def _commands(data: bytes):
+    ncmds, sizeofcmds = struct.unpack("<II", data[16:24])
+    position = 32
+    for _ in range(ncmds):
+        command, size = struct.unpack("<II", data[position:position + 8])
+        yield position, command, size
+        position += size
+
+
+def add_rpath(data: bytes, entry: str) -> bytes:
+    """Append an LC_RPATH in the header's padding (install_name_tool -add_rpath)."""
+    ncmds, sizeofcmds = struct.unpack("<II", data[16:24])
+    text = entry.encode() + b"\0"
+    size = (12 + len(text) + 7) // 8 * 8
+    end = 32 + sizeofcmds
+    assert data[end:end + size] == b"\0" * size, "no padding left after the load commands"
+    command = struct.pack("<III", 0x8000001C, size, 12) + text.ljust(size - 12, b"\0")
+    return data[:16] + struct.pack("<II", ncmds + 1, sizeofcmds + size) + data[24:end] + command + data[end + size:]
+
+
+def set_minimum_macos(data: bytes, major: int, minor: int) -> bytes:
+    """LC_BUILD_VERSION's minos (vtool -set-build-version macos MAJOR.MINOR)."""
+    for position, command, _size in _commands(data):
+        if command == 0x32:
+            return data[:position + 12] + struct.pack("<I", major << 16 | minor << 8) + data[position + 16:]
+    raise AssertionError("no LC_BUILD_VERSION")
+
+
+# --- `python -m smoke compare` (tests/commands/test_compare.py, tests/integration/test_compare.py) -------------
+
+COMPARE_SCHEMA = json.loads((REPO / "docs" / "compare-schema.json").read_text())
+
+
+def smoke_compare(*args, env=None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    environ.update(env or {})
+    return subprocess.run([sys.executable, "-m", "smoke", "compare", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, env=environ, timeout=1200)
+
+
+def report_of(folder: Path, row: str = "cpu_x86_64") -> dict:
+    data = json.loads((folder / f"compare-{row}.json").read_text())
+    jsonschema.validate(data, COMPARE_SCHEMA)
+    return data
+
+
+# --- runs whose reports the report writer, the summary and the markup are tested on ------------------------------
+
+def a_seed_run(row: str, *, fail: str | None = None, skip: str | None = None) -> Run:
+    """A run of ``row`` with CUDA build and the seed's checks (MUST_EXECUTE), each passed but the one named ``fail``
+    (failed) and the one named ``skip`` (skipped)."""
+    names = ["CUDA build", *MUST_EXECUTE]  # data file (weighted) among them
+    results = []
+    for name in names:
+        if name == fail:
+            results.append(failed(name, f"{name} broke"))
+        elif name == skip:
+            results.append(skipped(name, f"{name} not run: no device"))
+        else:
+            results.append(passed(name, f"{name} fine", data_file_bytes=528) if name.startswith("data file") else passed(name, "fine"))
+    machine, build = row.split("_", 1)[1], "+cu130" if row.startswith("cuda") else ""  # each row its own wheel of 1.5.1
+    return Run(row, wheel=f"executorch-1.5.1{build}-cp311-cp311-manylinux_2_28_{machine}.whl", wheel_size=1,
+               wheel_sha256=f"{sorted(ROWS).index(row):064x}",
+               results=[r.with_seconds(0.5) for r in results], seconds=2.0, exit_code=1 if fail else 0)
+
+
+# A real row's report: the emulated 1.5.1 aarch64 CPU row in docs/runs.
+REAL_REPORT = json.loads((REPO / "docs" / "runs" / "2026-12-03-local-emulated-aarch64" / "cpu_aarch64.json").read_text())
+WHEELS = {  # the real files: PyPI's 1.5.1 for cp311 (sha256 of .gate/test-wheels' x86_64 copy, and the report's)
+    "cpu_aarch64": ("executorch-1.5.1-cp311-cp311-manylinux_2_28_aarch64.whl", REAL_REPORT["wheel"]["sha256"]),
+    "cpu_x86_64": ("executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                   "274c28c2fe2b76acb03f9fa381537425c40e0098dcf886baf6d97a1a55ffe300"),
+    "cuda_x86_64": ("executorch-1.5.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl", "c" * 64),
+    "cuda_aarch64": ("executorch-1.5.1+cu130-cp311-cp311-manylinux_2_28_aarch64.whl", "d" * 64),
+}
+MD = MarkdownIt("commonmark").enable("table").enable("strikethrough")
+
+
+def a_run(row: str, results: list[CheckResult] | None = None, wheel: str | None = None, sha256: str | None = None,
+          executorch: str = "1.5.1") -> Run:
+    """A run of ``row`` with the real run's checks (and the portable kernels, which came after it), as the gate ends one."""
+    if results is None:
+        results = [CheckResult.from_json(c) for c in REAL_REPORT["checks"]] + [passed(PORTABLE.name, "fine")]
+    run = Run(row, wheel=wheel or WHEELS[row][0], wheel_size=REAL_REPORT["wheel"]["size"], wheel_sha256=sha256 or WHEELS[row][1],
+              results=results, facts={"executorch": executorch, "torch": "2.13.0", "python": "3.11.2"}, seconds=1.0)
+    run.exit_code = 0 if all(results) else 1
+    return run
+
+
+# Every text from a wheel, a path or a message that goes into Markdown or XML (issue 23, class 6).
+HOSTILE = ["a <!-- comment that would hide every row after it", "a | b | c", "line one\nline two\r\nthree",
+           "`code` and ``more``", "<script>alert(1)</script>", "**bold** _em_ ~~gone~~ [link](https://example.com)",
+           "\\| escaped already \\", "1. a list", "# a heading", "&lt;entity&gt; &amp;", "\u202egnp.sdrawkcab",
+           "\x1b[31mred\x1b[0m\x00", "\udcff not UTF-8"]
+
+
+class _Cells(html.parser.HTMLParser):
+    """The rows of the rendered tables, each a list of its cells' text, and the text outside them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.cell: list[str] | None = None
+        self.outside: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append("".join(self.cell))
+            self.cell = None
+
+    def handle_data(self, data):
+        (self.cell if self.cell is not None else self.outside).append(data)
+
+    def handle_comment(self, data):  # a comment the Markdown let through hides what it holds
+        self.outside.append(f"<!--{data}-->")
+
+
+def rendered(markdown: str) -> _Cells:
+    cells = _Cells()
+    cells.feed(MD.render(markdown))
+    return cells
+
+
+def shown(text: str) -> str:
+    """What a reader should see of ``text``: one line, as written (markup.plain), the edges trimmed as a cell's are."""
+    return " ".join(markup.plain(text).split(" ")).strip()
+
+
+def hostile_results() -> list[CheckResult]:
+    return [CheckResult(f"check {i} {text}", Status.PASS, text) for i, text in enumerate(HOSTILE)] + [
+        passed(PORTABLE.name, "the last row")]

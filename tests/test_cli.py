@@ -1,12 +1,22 @@
-"""What a user sees from `nox -s ROW -- ...`: the lines, the exit code, and nothing built on refusal."""
+"""smoke.cli: what a user sees from `nox -s ROW -- ...` and ``python -m smoke ROW``: the lines, the exit code,
+and nothing built on refusal.
+
+The gate under a hostile user: folders that are not its own, damaged and oversized wheels, concurrent
+runs and interrupts. Inputs are made at test time; each case asserts the exit code, the one line the
+user sees, and that nothing was deleted or left behind. The lock and interrupt cases run real processes.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
+import struct
 import subprocess
 import sys
+import textwrap
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -17,18 +27,6 @@ def test_nox_lists_every_row_with_a_description():
     out = nox("-l").stdout
     for row in ("cuda_x86_64", "cuda_aarch64", "cpu_x86_64", "cpu_aarch64", "inspect", "summary", "tests"):
         assert f"{row} -> " in out
-
-
-def test_cpu_build_on_cuda_row_with_fail_fast_ends_before_any_environment(wheel_x86_64, tmp_path):
-    start = time.monotonic()
-    proc = nox("-s", "cuda_x86_64", "--", str(wheel_x86_64), "--fail-fast", "--env-dir", str(tmp_path / "env"))
-    seconds = time.monotonic() - start
-    assert proc.returncode == 1  # the wheel failed the gate
-    assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in proc.stdout
-    assert "4 passed, 1 failed, 0 skipped" in proc.stdout  # wheel tags, foreign files, platform tag and architecture, then CUDA build
-    assert f"a CPU build is gated by the CPU row: nox -s cpu_x86_64 -- {wheel_x86_64}" in proc.stdout
-    assert not (tmp_path / "env").exists()
-    assert seconds < 20
 
 
 def test_wrong_architecture_is_refused_with_the_right_session(wheel_x86_64, tmp_path):
@@ -107,31 +105,6 @@ def test_bad_input_is_one_line_and_exit_2_and_leaves_nothing(wheel_x86_64, tmp_p
     assert not list(scratch.iterdir())  # no artifacts folder, nothing left behind
 
 
-def test_every_option_of_the_table_is_in_help_and_in_docs_options_md():
-    from smoke import cli, options
-
-    shown = cli.parser("cpu_x86_64").format_help()
-    page = (REPO / "docs" / "options.md").read_text()
-    flags = [opt.flag for opt in options.ROW_OPTIONS if opt.flag]
-    assert len(flags) == len(options.ROW_OPTIONS) - 1  # all but the wheel itself
-    for flag in flags:
-        assert flag in shown, flag
-        assert f"`{flag}" in page, flag
-    # the page's table is the one the options table makes, word for word
-    assert options.markdown() in page
-
-
-def test_the_childs_arguments_come_from_the_same_table():
-    from smoke import options
-
-    given = options.Options(fail_fast=True, overlap=False, parallel_exports="yes")
-    words = options.child_arguments(given)
-    assert words == ["--fail-fast", "--no-overlap", "--parallel-exports", "yes"]
-    parsed = options.child_parser(__import__("argparse").ArgumentParser()).parse_args(words)
-    assert (parsed.fail_fast, parsed.overlap, parsed.parallel_exports) == (True, False, "yes")
-    assert options.child_arguments(options.Options()) == []  # the defaults pass nothing
-
-
 def test_a_tool_of_the_gates_own_missing_is_one_error_naming_it_and_the_fix(wheel_x86_64, tmp_path):
     """The first H200 call of 2026-12-04 stopped at a ModuleNotFoundError traceback (macholib not installed there)."""
     code = ("import sys; sys.modules['macholib'] = None; from smoke import cli; "
@@ -141,3 +114,187 @@ def test_a_tool_of_the_gates_own_missing_is_one_error_naming_it_and_the_fix(whee
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("ERROR the gate's own tool 'macholib' is not installed in ")
     assert proc.stderr.rstrip().endswith("install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)")
+
+
+# --- the gate under a hostile user ----------------------------------------------------------------
+
+def gate(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "smoke", *map(str, args)], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def one_error_line(proc, text):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ERROR ") and "Traceback" not in proc.stderr, proc.stderr
+    assert text in proc.stderr, proc.stderr
+
+
+def users_folder(tmp_path) -> Path:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("three years of work")
+    return folder
+
+
+# --- folders the gate did not make ----------------------------------------------------------
+
+@pytest.mark.parametrize("option", ["--env-dir", "--workdir"])
+def test_a_users_folder_is_never_emptied(wheel_x86_64, tmp_path, option):
+    folder = users_folder(tmp_path)
+    other = "--workdir" if option == "--env-dir" else "--env-dir"
+    proc = gate("cpu_x86_64", wheel_x86_64, option, folder, other, tmp_path / "other")
+    one_error_line(proc, f"is not empty and the gate did not make it (no .executorch-wheel-gate in it), "
+                         f"so it will not touch it: pass a new or empty folder to {option}")
+    assert [p.name for p in folder.iterdir()] == ["thesis.tex"]
+    assert (folder / "thesis.tex").read_text() == "three years of work"
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_folder_that_cannot_be_made_is_one_line(wheel_x86_64, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = gate("cpu_x86_64", wheel_x86_64, "--env-dir", blocker / "env")
+    one_error_line(proc, "cannot be made or written")
+    assert "pass a writable folder to --env-dir" in proc.stderr
+
+
+# --- one run at a time per folder: a real second process ---------------------------------------
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from smoke.environment import folders as owned
+    held = owned.claim(Path(sys.argv[1]), "environment folder", "--env-dir")
+    print("held", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with_its_holder(wheel_x86_64, tmp_path):
+    env_dir = tmp_path / "env"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(env_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        proc = gate("cpu_x86_64", wheel_x86_64, "--env-dir", env_dir)
+        one_error_line(proc, f"environment folder {str(env_dir)!r} is in use by another gate run (pid {holder.pid})")
+        assert time.monotonic() - start < 30  # the file checks, then the refusal: nothing waited or built
+        assert [p.name for p in env_dir.iterdir()] == [".executorch-wheel-gate"]
+    finally:
+        holder.kill()
+        holder.wait()
+    from smoke.environment import folders as owned
+
+    owned.claim(env_dir, "environment folder", "--env-dir").release()  # killed holder: no stale lock
+
+
+# --- interrupts: every process the gate started ends --------------------------------------------
+
+DRIVER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from smoke import cli
+    from smoke.environment import follow
+    work = Path(sys.argv[1])
+    # A child that starts a process of its own (as the negative control and the export helper are), then waits.
+    child = [sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen(['sleep', '300']); "
+             "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(300)", str(work / "grandchild.pid")]
+    code = cli._at_the_edge(lambda: follow.run_child(child, work / "record.jsonl", work / "child.log", 600, None, lambda r: None) and 0)
+    sys.exit(code)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_ends_the_child_and_what_it_started(tmp_path, signum, code):
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, like a terminal's foreground job
+    pid_file = tmp_path / "grandchild.pid"
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    grandchild = int(pid_file.read_text())
+    assert _alive(grandchild)
+    os.killpg(proc.pid, signum) if signum == signal.SIGINT else os.kill(proc.pid, signum)  # Ctrl-C reaches the group
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert err.strip() == (f"INTERRUPTED by {signal.Signals(signum).name}: the run was stopped, every process it "
+                           "started was ended; no verdict")
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+
+
+# --- damaged, oversized and linked wheels --------------------------------------------------------
+
+def _bad_crc(tmp, wheel):
+    """One byte of a stored member changed after the fact: its CRC no longer matches."""
+    target = tmp / wheel.name
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(target, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, src.read(item), compress_type=zipfile.ZIP_STORED)
+    with zipfile.ZipFile(target) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(".so"))
+        name_len = len(info.filename.encode())
+    data = bytearray(target.read_bytes())
+    extra_len = struct.unpack_from("<H", data, info.header_offset + 28)[0]
+    data[info.header_offset + 30 + name_len + extra_len + 100] ^= 0xFF
+    target.write_bytes(bytes(data))
+    return target
+
+
+def _version_not_a_version(tmp, wheel):
+    return rewrite_wheel(wheel, tmp, metadata=lambda text: text.replace("Version: 1.5.1", "Version: one-point-five", 1))
+
+
+def _huge_member(tmp, wheel):
+    """300 MiB of zeros, deflated to a few hundred kB."""
+    target = rewrite_wheel(wheel, tmp)
+    with zipfile.ZipFile(target, "a", zipfile.ZIP_DEFLATED) as archive, archive.open("executorch/zeros.bin", "w", force_zip64=True) as out:
+        block = bytes(1 << 20)
+        for _ in range(300):
+            out.write(block)
+    return target
+
+
+def _link_chain(tmp, wheel):
+    target = rewrite_wheel(wheel, tmp)
+    with zipfile.ZipFile(target, "a") as archive:
+        for name, to in (("executorch/a", ".."), ("executorch/b", "a/.."), ("executorch/c", "b/etc/passwd")):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o120777 << 16
+            archive.writestr(info, to)
+    return target
+
+
+WHEELS = [
+    (_bad_crc, "is damaged:"),
+    (_version_not_a_version, "has METADATA Version 'one-point-five', which is not a version"),
+    (_huge_member, "entry 'executorch/zeros.bin' declares 314572800 B unpacked, over the gate's 268435456 B limit"),
+    (_link_chain, "entry 'executorch/a' is a link to '..'; a wheel holds no links"),
+]
+
+
+@pytest.mark.parametrize(("make", "text"), WHEELS, ids=[m.__name__ for m, _ in WHEELS])
+def test_a_hostile_wheel_is_one_line_quickly(slim_x86_64, tmp_path, make, text):
+    wheel = make(tmp_path, slim_x86_64)
+    start = time.monotonic()
+    proc = gate("cpu_x86_64", wheel, "--env-dir", tmp_path / "env")
+    one_error_line(proc, text)
+    assert time.monotonic() - start < 20
+    assert not (tmp_path / "env").exists()
+
+
+def test_an_unwritable_step_summary_is_one_line_before_any_work(wheel_x86_64, tmp_path):
+    proc = gate("cpu_x86_64", wheel_x86_64, "--env-dir", tmp_path / "env",
+                env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "such" / "summary.md")})
+    one_error_line(proc, "cannot be written (No such file or directory): point it at a writable file, or unset it")
+    assert not (tmp_path / "env").exists()

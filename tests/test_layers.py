@@ -6,6 +6,8 @@ the contract says: they import nothing when the gate runs.
 
 from __future__ import annotations
 
+import sys
+
 import grimp
 from importlinter.cli import lint_imports
 
@@ -29,3 +31,14 @@ def test_no_module_of_smoke_imports_itself_back(monkeypatch):
                 circles.append(" -> ".join((importer, *back)))
     assert not circles, "\n".join(circles)
 
+
+def test_the_child_imports_no_reader_of_the_gates_own():
+    """The child runs inside the wheel's environment, which has torch and executorch but not the gate's
+    own tools: importing it (and its backends) must pull in neither packaging nor pyelftools."""
+    import subprocess
+
+    code = ("import sys, smoke.child.run, smoke.child.exports, smoke.child.negative; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'packaging', 'elftools', 'torch', 'executorch'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=REPO).stdout
+    assert out.strip() == "[]"

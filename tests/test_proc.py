@@ -1,15 +1,32 @@
-"""smoke.proc: every process the gate starts fails as the gate's own one-line error, never a traceback."""
+"""smoke.proc: every process the gate starts fails as the gate's own one-line error, never a traceback.
+
+Class 8 of the hostile catalogue, for commands: whatever a command run by ``proc.run`` prints, the gate
+stays bounded. Class 9, first half: nothing a child starts outlives the gate. A child (a small Python
+script, run through ``follow.run_child`` or ``proc.run`` as the gate runs its child and its commands)
+starts a grandchild that leaves the child's process group and session (``start_new_session``), or a
+daemon that double-forks and lets its parent exit, or that clears its environment; each writes its pid
+and sleeps. At the time limit, on SIGTERM or Ctrl-C of the gate, and when the child exits leaving it
+behind, the grandchild must be gone within seconds.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
 import sys
+import textwrap
+import time
+import tracemalloc
+from pathlib import Path
 
 import pytest
 
 from smoke import proc
-from smoke.checks import installed
+from smoke.environment.follow import judge_child, run_child
 from smoke.errors import EnvironmentBuildError, GateError
+from tests.helpers import REPO
 
 
 def test_a_command_that_fails_names_what_it_was_for_and_its_output_tail():
@@ -31,14 +48,211 @@ def test_a_command_that_cannot_start_is_one_line():
         proc.run(["/nonexistent/python"], what="probing")
 
 
-def test_a_probe_that_hangs_fails_the_environment_checks_instead_of_a_traceback(tmp_path):
-    hanging = tmp_path / "python"
-    hanging.write_text("#!/bin/sh\nsleep 30\n")
-    hanging.chmod(0o755)
-    facts = installed.run_probe(hanging, dict(os.environ), tmp_path, timeout=0.5)
-    assert "ran past its 0.5 s limit" in facts["probe_error"]
-
-
 def test_tail_keeps_the_last_lines_that_say_something():
     assert proc.tail("a\n\nb\nc\n\n") == "a | b | c"
     assert proc.tail("a\nb\nc\nd", 2) == "c | d"
+
+# --- class 8 of the hostile catalogue: whatever a command writes, the gate stays bounded ----------
+
+MIB = 1024 * 1024
+
+
+def test_file_tail_reads_a_bounded_window_of_a_huge_file(tmp_path):
+    log = tmp_path / "child.log"
+    with log.open("wb") as handle:  # 1 GiB, sparse: nothing but the last lines are on disk
+        handle.truncate(1 << 30)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\nTraceback (most recent call last):\nImportError: no module named executorch\n")
+    tracemalloc.start()
+    try:
+        text = proc.file_tail(log, 2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text == "Traceback (most recent call last): | ImportError: no module named executorch"
+    assert peak < 1 * MIB, peak
+
+
+def test_file_tail_of_a_folder_is_said_not_raised(tmp_path):
+    assert proc.file_tail(tmp_path) == f"(cannot read {tmp_path.name}: Is a directory)"
+    assert proc.file_tail(tmp_path / "absent.log") == ""
+
+
+# --- proc.run: a command's output ---------------------------------------------------------------
+
+def test_a_command_that_prints_far_more_than_is_kept_does_not_grow_the_gate(monkeypatch):
+    monkeypatch.setattr(proc, "CAPTURE_BYTES", 1 * MIB)
+    tracemalloc.start()
+    try:
+        with pytest.raises(GateError) as info:
+            proc.run([sys.executable, "-c", "import sys\nb = b'w' * (1 << 20)\nfor _ in range(64): sys.stdout.buffer.write(b)\n"
+                      "print(); print('the real error'); sys.exit(3)"], what="building the environment")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(info.value)
+    assert re.search(r": \.\.\.w{397}\.\.\. \(10485\d\d chars\) \| the real error$", message), message[-600:]
+    assert len(message) < 1000
+    assert peak < 8 * MIB, peak
+
+
+def test_a_command_whose_output_is_not_text_is_quoted_not_a_traceback():
+    with pytest.raises(GateError) as info:
+        proc.run([sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'\\xff\\xfebad\\n'); sys.exit(2)"], what="probing")
+    assert str(info.value).endswith(": \ufffd\ufffdbad")
+
+# --- class 9 of the hostile catalogue: nothing a child starts outlives the gate -------------------
+
+# Each writes the pid of a process that escaped the child's group to sys.argv[1], then sleeps.
+SETSID = ("import subprocess, sys, time; p = subprocess.Popen(['sleep', '300'], start_new_session=True); "
+          "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(300)")
+DAEMON = textwrap.dedent("""
+    import os, sys, time
+    if os.fork() == 0:          # the classic daemon: fork, setsid, fork, the middle one exits
+        os.setsid()
+        if os.fork() == 0:
+            open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+            time.sleep(300)
+        os._exit(0)
+    time.sleep(300)
+""")
+CLEARED = ("import subprocess, sys, time; p = subprocess.Popen(['sleep', '300'], start_new_session=True, env={}); "
+           "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(300)")
+EXITS = ("import subprocess, sys; p = subprocess.Popen(['sleep', '300'], start_new_session=True); "
+         "open(sys.argv[1], 'w').write(str(p.pid))")  # the child exits at once, its grandchild left running
+STUBBORN = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)'], start_new_session=True, env={}); "
+            "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(300)")  # ignores SIGTERM; outlives its parent's end
+ESCAPES = {"setsid": SETSID, "double-fork daemon": DAEMON, "setsid, empty environment": CLEARED,
+           "setsid, empty environment, ignores SIGTERM": STUBBORN}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _gone_soon(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _pid(path: Path, seconds: float = 30) -> int:
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _kill(pid: int) -> None:  # a test that fails must not leave its sleeper behind
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.parametrize("script", ESCAPES.values(), ids=ESCAPES.keys())
+def test_a_grandchild_that_left_the_group_is_ended_at_the_time_limit(tmp_path, script):
+    pid_file = tmp_path / "grandchild.pid"
+    start = time.monotonic()
+    outcome = run_child([sys.executable, "-c", script, str(pid_file)], tmp_path / "record.jsonl", tmp_path / "child.log",
+                        2, dict(os.environ), lambda r: None)
+    grandchild = _pid(pid_file)
+    try:
+        assert judge_child(outcome, 2, tmp_path / "child.log").reason == "killed after the 2 s time limit (--timeout to change it)"
+        assert _gone_soon(grandchild), f"pid {grandchild} outlived the child"
+        assert time.monotonic() - start < 15
+    finally:
+        _kill(grandchild)
+
+
+def test_a_grandchild_left_running_by_a_child_that_exited_is_ended(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    run_child([sys.executable, "-c", EXITS, str(pid_file)], tmp_path / "record.jsonl", tmp_path / "child.log", 60,
+              dict(os.environ), lambda r: None)
+    grandchild = _pid(pid_file)
+    try:
+        assert _gone_soon(grandchild)
+    finally:
+        _kill(grandchild)
+
+
+@pytest.mark.parametrize("script", [SETSID, EXITS], ids=["at its time limit", "after it exits"])
+def test_a_command_run_to_its_end_leaves_nothing_running(tmp_path, script):
+    pid_file = tmp_path / "grandchild.pid"
+    try:
+        proc.run([sys.executable, "-c", script, str(pid_file)], what="probing", timeout=2)
+    except GateError as exc:
+        assert "ran past its 2 s limit and was ended" in str(exc)
+    grandchild = _pid(pid_file)
+    try:
+        assert _gone_soon(grandchild)
+    finally:
+        _kill(grandchild)
+
+
+def test_a_grandchild_that_left_the_group_is_reaped_by_the_gate_not_left_a_zombie(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    run_child([sys.executable, "-c", DAEMON, str(pid_file)], tmp_path / "record.jsonl", tmp_path / "child.log", 1,
+              dict(os.environ), lambda r: None)
+    grandchild = _pid(pid_file)
+    try:
+        with pytest.raises(ProcessLookupError):  # the gate is its subreaper: killed and reaped, not a zombie
+            os.kill(grandchild, 0)
+    finally:
+        _kill(grandchild)
+
+
+def test_a_process_outside_the_tree_is_left_alone(tmp_path):
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        proc.run([sys.executable, "-c", "pass"], what="probing")
+        run_child([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "record.jsonl", tmp_path / "child.log",
+                  0.5, dict(os.environ), lambda r: None)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+# --- the gate interrupted -------------------------------------------------------------------------
+
+DRIVER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from smoke import cli
+    from smoke.environment import follow
+    work = Path(sys.argv[1])
+    child = [sys.executable, "-c", sys.argv[2], str(work / "grandchild.pid")]
+    sys.exit(cli._at_the_edge(lambda: follow.run_child(child, work / "record.jsonl", work / "child.log", 600, None,
+                                                       lambda r: None) and 0))
+""")
+
+
+@pytest.mark.parametrize("script", ESCAPES.values(), ids=ESCAPES.keys())
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_gate_ends_a_grandchild_that_left_the_group(tmp_path, signum, code, script):
+    gate = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), script], cwd=REPO, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # its own group, like a terminal's foreground job
+    grandchild = _pid(tmp_path / "grandchild.pid")
+    try:
+        assert _alive(grandchild)
+        os.killpg(gate.pid, signum) if signum == signal.SIGINT else os.kill(gate.pid, signum)
+        _out, err = gate.communicate(timeout=30)
+        assert gate.returncode == code, err
+        assert err.strip() == (f"INTERRUPTED by {signal.Signals(signum).name}: the run was stopped, every process it "
+                               "started was ended; no verdict")
+        assert _gone_soon(grandchild), f"pid {grandchild} outlived the interrupted gate"
+    finally:
+        _kill(grandchild)
+        if gate.poll() is None:
+            gate.kill()
+            gate.wait()

@@ -1,4 +1,5 @@
-"""The report files and the matrix summary, from runs whose checks passed, failed and skipped."""
+"""smoke.report: the report files, from runs whose checks passed, failed and skipped, and every hostile text
+in the step summary and the JUnit XML shown as written (issue 23, class 6)."""
 
 from __future__ import annotations
 
@@ -8,33 +9,14 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import pytest
 
-from smoke import report
-from smoke.commands import summary
-from smoke.report import Run
-from smoke.results import failed, passed, skipped
-from smoke.rows import RELEASE_ROWS, ROWS
-from smoke.stages import MUST_EXECUTE
-from tests.helpers import SCHEMA
-
-
-def a_run(row: str, *, fail: str | None = None, skip: str | None = None) -> Run:
-    names = ["CUDA build", *MUST_EXECUTE]  # data file (weighted) among them
-    results = []
-    for name in names:
-        if name == fail:
-            results.append(failed(name, f"{name} broke"))
-        elif name == skip:
-            results.append(skipped(name, f"{name} not run: no device"))
-        else:
-            results.append(passed(name, f"{name} fine", data_file_bytes=528) if name.startswith("data file") else passed(name, "fine"))
-    machine, build = row.split("_", 1)[1], "+cu130" if row.startswith("cuda") else ""  # each row its own wheel of 1.5.1
-    return Run(row, wheel=f"executorch-1.5.1{build}-cp311-cp311-manylinux_2_28_{machine}.whl", wheel_size=1,
-               wheel_sha256=f"{sorted(ROWS).index(row):064x}",
-               results=[r.with_seconds(0.5) for r in results], seconds=2.0, exit_code=1 if fail else 0)
+from smoke import markup, report
+from smoke.results import CheckResult, Status
+from smoke.stages import MUST_EXECUTE, PORTABLE
+from tests.helpers import HOSTILE, SCHEMA, a_run, a_seed_run, hostile_results, rendered, shown
 
 
 def test_json_report_follows_the_schema_and_junit_has_one_case_per_check(tmp_path):
-    run = a_run("cpu_x86_64", fail="CUDA build", skip="negative control (weighted, no data file)")
+    run = a_seed_run("cpu_x86_64", fail="CUDA build", skip="negative control (weighted, no data file)")
     json_path, xml_path = report.write(run, tmp_path)
     data = json.loads(json_path.read_text())
     jsonschema.validate(data, SCHEMA)
@@ -50,7 +32,7 @@ def test_json_report_follows_the_schema_and_junit_has_one_case_per_check(tmp_pat
 
 
 def test_a_schema_change_is_caught_by_the_schema(tmp_path):
-    data = report.to_json(a_run("cpu_x86_64"))
+    data = report.to_json(a_seed_run("cpu_x86_64"))
     data["checks"][0]["status"] = "ok"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, SCHEMA)
@@ -60,62 +42,11 @@ def test_step_summary_is_appended_where_github_sets_it(tmp_path, monkeypatch):
     target = tmp_path / "summary.md"
     target.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    report.append_step_summary(a_run("cpu_x86_64", fail="CUDA build"))
+    report.append_step_summary(a_seed_run("cpu_x86_64", fail="CUDA build"))
     text = target.read_text()
     assert text.startswith("earlier step\n") and "### cpu_x86_64: FAIL" in text and "| CUDA build | FAIL | CUDA build broke |" in text
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
-    assert report.append_step_summary(a_run("cpu_x86_64")) is None
-
-
-def write_rows(folder, **runs):
-    for run in runs.values():
-        report.write(run, folder)
-
-
-def test_summary_passes_when_every_needed_row_passed(tmp_path, capsys):
-    write_rows(tmp_path, x=a_run("cpu_x86_64"), a=a_run("cpu_aarch64"))
-    assert summary.summary(tmp_path, "cpu") == 0
-    out = capsys.readouterr().out
-    assert "| check | cpu_x86_64 | cpu_aarch64 |" in out and "| data file (weighted) | PASS 528 B | PASS 528 B |" in out
-    assert "summary (cpu release" in out and "PASSED" in out
-
-
-@pytest.mark.parametrize(
-    ("runs", "problem"),
-    [
-        ([a_run("cpu_x86_64", fail="data file (weighted)"), a_run("cpu_aarch64")], "cpu_x86_64: failed (data file (weighted))"),
-        ([a_run("cpu_x86_64")], "cpu_aarch64: no report (the cpu release needs this row)"),
-        ([a_run("cpu_x86_64", skip="run with data file (weighted)"), a_run("cpu_aarch64")],
-         "cpu_x86_64: 'run with data file (weighted)' is skip, and this row must execute it"),
-    ],
-    ids=["failed", "missing", "skipped-what-it-must-run"],
-)
-def test_summary_fails_on_a_failed_missing_or_skipping_row(tmp_path, capsys, runs, problem):
-    write_rows(tmp_path, **{str(i): r for i, r in enumerate(runs)})
-    assert summary.summary(tmp_path, "cpu", tmp_path / "out" / "summary.md") == 1
-    out = capsys.readouterr().out
-    assert f"FAIL {problem}" in out and "FAILED" in out
-    assert f"- FAIL {problem}" in (tmp_path / "out" / "summary.md").read_text()
-
-
-def test_a_row_that_need_not_execute_may_skip(tmp_path):
-    runs = [a_run(r) for r in RELEASE_ROWS["cuda"] if r != "cuda_aarch64"]
-    runs.append(a_run("cuda_aarch64", skip="run with data file (weighted)"))
-    write_rows(tmp_path, **{str(i): r for i, r in enumerate(runs)})
-    assert summary.summary(tmp_path, "cuda") == 0
-
-
-def test_inspect_reports_are_not_row_runs(tmp_path):
-    inspect_run = a_run("cpu_x86_64")
-    inspect_run.mode = "inspect"
-    write_rows(tmp_path, a=inspect_run, b=a_run("cpu_aarch64"))
-    verdict = summary.judge(summary.load_reports(tmp_path), "cpu")
-    assert verdict.problems == ["cpu_x86_64: no report (the cpu release needs this row)"]
-
-
-def test_summary_of_a_missing_folder_is_an_error(tmp_path):
-    with pytest.raises(summary.ReportError, match="does not exist"):
-        summary.load_reports(tmp_path / "nope")
+    assert report.append_step_summary(a_seed_run("cpu_x86_64")) is None
 
 
 def test_the_h200_run_reports_follow_the_schema():
@@ -133,3 +64,29 @@ def test_the_h200_run_reports_follow_the_schema():
     by_name = {c["name"]: c for c in cuda["checks"]}
     assert by_name["weights in the data file"]["measured"]["difference_bytes"] == 128
     assert by_name["CUDA build"]["status"] == "fail" and by_name["delegate registers"]["status"] == "fail"
+
+
+def test_the_step_summary_shows_every_hostile_text_as_written_and_every_row(tmp_path, monkeypatch):
+    target = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    run = a_run("cpu_x86_64", results=hostile_results(), wheel="executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.<b>|`x.whl")
+    report.append_step_summary(run)
+    cells = rendered(target.read_text(encoding="utf-8"))
+    assert len(cells.rows) == 1 + len(HOSTILE) + 1  # the header, every hostile check, and the one after them
+    for row, text in zip(cells.rows[1:], HOSTILE):
+        assert row == [shown(f"check {HOSTILE.index(text)} {text}"), "PASS", shown(text)]
+    assert cells.rows[-1] == [PORTABLE.name, "PASS", "the last row"]
+    assert not any(part.startswith("<!--") for part in cells.outside)  # no comment got through
+    assert "(executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.<b>|`x.whl)" in "".join(cells.outside)
+
+
+def test_the_junit_xml_holds_every_hostile_text_and_parses(tmp_path):
+    """Before: a lone surrogate (a file name that is not UTF-8) stopped the write with UnicodeEncodeError, and a
+    control character (a child's colour codes) made a file no XML parser reads."""
+    results = [CheckResult(f"check {i}", Status.PASS, text) for i, text in enumerate(HOSTILE)]
+    json_path, xml_path = report.write(a_run("cpu_x86_64", results=results), tmp_path)
+    suite = ET.parse(xml_path).getroot().find("testsuite")
+    out = [case.find("system-out").text for case in suite.findall("testcase")]
+    assert out == [markup.xml(text).replace("\r\n", "\n") for text in HOSTILE]  # XML reads a CR LF as LF
+    assert out[0] == HOSTILE[0] and out[4] == "<script>alert(1)</script>"  # escaped by ElementTree, read back as written
+    assert json.loads(json_path.read_text())["checks"][12]["reason"] == HOSTILE[12]  # JSON keeps it exact

@@ -1,0 +1,156 @@
+"""smoke.child.extensions: every extension module the installed wheel ships imports, each in a process of its
+own, in the clean loader environment; a failure names the module and the loader's message.
+
+The real-process tests install real files of PyPI's 1.5.1 wheel (``data_loader``, which needs
+``libexecutorch.so`` through its RUNPATH) into a bare virtual environment, in seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from smoke.child import extensions
+from smoke.environment import loaderenv
+from smoke.results import Status
+from tests.helpers import REPO
+
+DATA_LOADER = "executorch/extension/pybindings/data_loader.cpython-311-x86_64-linux-gnu.so"
+LIBRARY = "executorch/lib/libexecutorch.so"
+
+
+@pytest.mark.parametrize(("path", "name"), [
+    ("executorch/extension/pybindings/_portable_lib.cpython-311-x86_64-linux-gnu.so", "executorch.extension.pybindings._portable_lib"),
+    ("executorch/backends/qualcomm/python/PyQnnManagerAdaptor.cpython-311-x86_64-linux-gnu.so",
+     "executorch.backends.qualcomm.python.PyQnnManagerAdaptor"),
+    ("executorch/kernels/_ops.abi3.so", "executorch.kernels._ops"),
+    ("executorch/lib/libexecutorch.so", None),  # a library, not a module
+    ("executorch/__pycache__/version.cpython-311.pyc", None),
+    ("../../bin/flatc.cpython-311-x86_64-linux-gnu.so", None),  # outside site-packages
+    ("executorch/lib/not-a-name.cpython-311-x86_64-linux-gnu.so", None),
+])
+def test_module_name_from_its_path(path, name):
+    assert extensions.module_name(path) == name
+
+
+def test_a_failure_names_each_module_and_its_error():
+    outcomes = [{"module": "a.ok", "error": None, "seconds": 0.1},
+                {"module": "a.qnn", "error": "ImportError: Please install the cpuinfo with pip install py-cpuinfo.", "seconds": 1.2}]
+    result = extensions.judge(outcomes, 1.3)
+    assert result.status is Status.FAIL
+    assert result.reason == ("1 of 2 do not import in a clean environment: "
+                             "a.qnn: ImportError: Please install the cpuinfo with pip install py-cpuinfo.")
+    assert result.measured["imported"] == 1 and result.measured["modules"] == ["a.ok", "a.qnn"]
+    passed = extensions.judge(outcomes[:1], 0.1)
+    assert passed.status is Status.PASS and passed.reason.startswith("all 1 import, each in a process of its own")
+    assert extensions.judge([], 0.0).status is Status.SKIP
+
+
+def _install(venv: Path, files: dict[str, bytes]) -> Path:
+    """A bare virtual environment holding ``files`` as an installed executorch (its RECORD lists them)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    for path, data in files.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_bytes(data)
+    info = site / "executorch-1.5.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n")
+    (info / "RECORD").write_text("".join(f"{path},,\n" for path in files) + "executorch-1.5.1.dist-info/RECORD,,\n")
+    return venv / "bin" / "python"
+
+
+@pytest.fixture
+def real_files(wheel_x86_64):
+    if not sys.version.startswith("3.11"):
+        pytest.skip("the wheel's extension modules are cp311")
+    with zipfile.ZipFile(wheel_x86_64) as archive:
+        return {path: archive.read(path) for path in (DATA_LOADER, LIBRARY)}
+
+
+def _import_all(python: Path, env: dict[str, str], out: Path) -> dict:
+    subprocess.run([python, "-m", "smoke.child.extensions", out], env=env, cwd=REPO, check=True, timeout=120)
+    return json.loads(out.read_text())
+
+
+def test_the_real_module_imports_with_its_library(real_files, tmp_path):
+    python = _install(tmp_path / "venv", real_files)
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    assert [(o["module"], o["error"]) for o in verdict["outcomes"]] == [("executorch.extension.pybindings.data_loader", None)]
+
+
+def test_a_library_taken_out_fails_even_with_a_copy_on_the_callers_library_path(real_files, tmp_path, monkeypatch):
+    # The hole: the wheel lacks libexecutorch.so; the shell running the gate points LD_LIBRARY_PATH at a copy.
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    (copies / "libexecutorch.so").write_bytes(real_files.pop(LIBRARY))
+    python = _install(tmp_path / "venv", real_files)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(copies))
+    # The control: with the caller's LD_LIBRARY_PATH, the broken wheel's module imports (the hole is real).
+    leaky = {**os.environ, "PYTHONPATH": str(REPO)}
+    assert _import_all(python, leaky, tmp_path / "leaky.json")["outcomes"][0]["error"] is None
+    clean = loaderenv.for_environment(python, REPO)
+    assert clean.removed == ("LD_LIBRARY_PATH",)
+    verdict = _import_all(python, clean.env, tmp_path / "clean.json")
+    result = extensions.judge(verdict["outcomes"], verdict["seconds"])
+    assert result.status is Status.FAIL
+    assert ("executorch.extension.pybindings.data_loader: ImportError: libexecutorch.so: cannot open shared object file: "
+            "No such file or directory") in result.reason
+
+
+def test_a_crash_while_importing_one_module_is_named_and_the_others_still_judged(real_files, tmp_path):
+    # The module's package dies with SIGSEGV as it is imported (its file is never reached).
+    crashing = {"executorch/crashes/__init__.py": b"import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+                "executorch/crashes/mod.cpython-311-x86_64-linux-gnu.so": b""}
+    python = _install(tmp_path / "venv", {**real_files, **crashing})
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    result = extensions.judge(verdict["outcomes"], verdict["seconds"])
+    assert result.status is Status.FAIL and result.measured["imported"] == 1
+    assert "executorch.crashes.mod: the process was ended by SIGSEGV" in result.reason
+    assert "data_loader" not in result.reason
+
+
+def test_an_exception_says_where_it_was_raised(real_files, tmp_path):
+    # 1.4.1's PyQnnManagerAdaptor, in small: its package imports a module the wheel does not declare.
+    undeclared = {"executorch/qnn/__init__.py": b"\n\nimport cpuinfo_not_declared\n",
+                  "executorch/qnn/PyQnnManagerAdaptor.cpython-311-x86_64-linux-gnu.so": b""}
+    # A package that turns the loader's error into its own, as 1.4.1's LLM runner does: both are said.
+    hiding = {"executorch/runner/__init__.py": b"try:\n    from executorch.runner import _llm_runner\n"
+                                               b"except ImportError:\n    raise RuntimeError('LLM runner is not installed')\n",
+              "executorch/runner/_llm_runner.cpython-311-x86_64-linux-gnu.so": b"not an ELF file"}
+    python = _install(tmp_path / "venv", {**real_files, **undeclared, **hiding})
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    errors = {o["module"]: o["error"] for o in verdict["outcomes"]}
+    assert errors["executorch.qnn.PyQnnManagerAdaptor"] == ("ModuleNotFoundError: No module named 'cpuinfo_not_declared' "
+                                                          "(raised in executorch/qnn/__init__.py line 3)")
+    assert errors["executorch.runner._llm_runner"].startswith("RuntimeError: LLM runner is not installed (from ImportError: ")
+    assert "_llm_runner.cpython-311-x86_64-linux-gnu.so: file too short" in errors["executorch.runner._llm_runner"]
+
+
+def test_torch_from_another_environment_stands_in_for_site_packages_and_says_so(tmp_path):
+    # --torch-from: a .pth leads to another environment's torch, which $ORIGIN/../../../torch/lib cannot reach.
+    import subprocess
+    import sys
+
+    from smoke.child import extensions
+    from tests.helpers import REPO
+
+    other = tmp_path / "other-env"
+    (other / "torch").mkdir(parents=True)
+    (other / "torch" / "__init__.py").write_text("")
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.child.extensions import torch_outside; print(torch_outside())"
+    ran = subprocess.run([sys.executable, "-c", code, str(other)], capture_output=True, text=True, cwd=REPO)
+    assert ran.stdout.strip() == str(other / "torch" / "lib"), ran.stderr
+    # Here torch is pip-installed beside the rest: nothing stands in.
+    ran = subprocess.run([sys.executable, "-c", "from smoke.child.extensions import torch_outside; print(torch_outside())"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert ran.stdout.strip() == "None", ran.stderr
+    result = extensions.judge([{"module": "executorch.extension.pybindings._portable_lib", "error": None, "seconds": 1.0}], 1.0,
+                              "/opt/torch/.venv/lib/python3.12/site-packages/torch/lib")
+    assert ("; torch is outside site-packages, so /opt/torch/.venv/lib/python3.12/site-packages/torch/lib stood in for "
+            "site-packages/torch/lib: executorch.extension.pybindings._portable_lib") in result.reason

