@@ -5,6 +5,7 @@ import from here (and take fixtures from conftest.py), never from each other."""
 
 from __future__ import annotations
 
+import dataclasses
 import html.parser
 import io
 import json
@@ -428,3 +429,15 @@ def shown(text: str) -> str:
 def hostile_results() -> list[CheckResult]:
     return [CheckResult(f"check {i} {text}", Status.PASS, text) for i, text in enumerate(HOSTILE)] + [
         passed(PORTABLE.name, "the last row")]
+
+
+def with_result(run: Run, result, strict: bool = False) -> Run:
+    """The run with one more result, its verdict and exit code made anew (strict: warnings fail)."""
+    run.results.append(result.with_seconds(0.1))
+    run.strict = strict
+    run.exit_code = 0 if run.verdict == "pass" else 1
+    return run
+
+
+WAIVED_RESULT = dataclasses.replace(failed("foreign files", "a Windows .lib"), status=Status.WAIVED,
+                                    waiver={"check": "foreign files", "match": None, "reason": "harmless", "until": None, "was": "fail"})

@@ -69,6 +69,11 @@ def _aarch64_wheel(tmp, wheel):
 # {wheel} is PyPI's x86_64 wheel, {tmp} a fresh folder; a callable makes the bad file.
 BAD_INPUT = [
     ("cuda_x86_64", ["--wheel-index", "file:///nonexistent/index"], "no wheel given and none could be downloaded"),
+    ("cpu_x86_64", ["--wheel-index", "file:///nonexistent/index", "--wheel-version", "1.4.1"],
+     "none could be downloaded from file:///nonexistent/index (executorch 1.4.1: "),
+    ("cpu_x86_64", ["--wheel-version", "1.x"], "argument --wheel-version: '1.x' is not a version (PEP 440)"),
+    ("cpu_x86_64", ["{wheel}", "--pre"], "--pre chooses the wheel to download when none is given, and '"),
+    ("cpu_x86_64", ["{wheel}", "--wheel-version", "1.4.1"], "pass the wheel or --wheel-version, not both"),
     ("cuda_x86_64", ["/nonexistent/executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"], "does not exist"),
     ("cuda_x86_64", ["{tmp}"], "is not a file"),
     ("cuda_x86_64", [_not_a_zip], "cannot be read as a wheel archive"),

@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 
 from smoke import markup, report
-from smoke.results import CheckResult, Status
+from smoke.results import CheckResult, Status, warned
 from smoke.stages import MUST_EXECUTE, PORTABLE
-from tests.helpers import HOSTILE, SCHEMA, a_run, a_seed_run, hostile_results, rendered, shown
+from tests.helpers import HOSTILE, REPO, SCHEMA, WAIVED_RESULT, a_run, a_seed_run, hostile_results, rendered, shown, with_result
 
 
 def test_json_report_follows_the_schema_and_junit_has_one_case_per_check(tmp_path):
@@ -21,7 +21,8 @@ def test_json_report_follows_the_schema_and_junit_has_one_case_per_check(tmp_pat
     data = json.loads(json_path.read_text())
     jsonschema.validate(data, SCHEMA)
     # CUDA build and each MUST_EXECUTE check: one failed, one skipped
-    assert data["verdict"] == "fail" and data["counts"] == {"pass": len(MUST_EXECUTE) - 1, "fail": 1, "skip": 1}
+    assert data["verdict"] == "fail" and data["counts"] == {"pass": len(MUST_EXECUTE) - 1, "fail": 1, "skip": 1, "warn": 0,
+                                                                  "waived": 0}
     suite = ET.parse(xml_path).getroot().find("testsuite")
     assert suite.get("tests") == str(1 + len(MUST_EXECUTE)) and suite.get("failures") == "1" and suite.get("skipped") == "1"
     cases = {case.get("name"): case for case in suite.findall("testcase")}
@@ -49,16 +50,18 @@ def test_step_summary_is_appended_where_github_sets_it(tmp_path, monkeypatch):
     assert report.append_step_summary(a_seed_run("cpu_x86_64")) is None
 
 
-def test_the_h200_run_reports_follow_the_schema():
-    """The reports the CUDA and CPU rows wrote on the H200 (docs/runs), read back."""
+def test_the_h200_run_reports_follow_the_schema_they_were_written_with():
+    """The reports the CUDA and CPU rows wrote on the H200 (docs/runs), read back: schema 2, kept in docs/report-schema-2.json."""
     from pathlib import Path
 
     folder = Path(__file__).resolve().parent.parent / "docs" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
     paths = sorted(folder.glob("*.json"))
     assert {p.stem for p in paths} >= {"cuda_x86_64", "cpu_x86_64"}
+    schema_2 = json.loads((REPO / "docs" / "report-schema-2.json").read_text())
     for path in paths:
         data = json.loads(path.read_text())
-        jsonschema.validate(data, SCHEMA)
+        assert data["schema"] == 2
+        jsonschema.validate(data, schema_2)
     cuda = json.loads((folder / "cuda_x86_64.json").read_text())
     assert cuda["device"] == {"name": "NVIDIA H200", "sm": "sm_90"} and cuda["versions"]["torch"] == "2.11.0+cu130"
     by_name = {c["name"]: c for c in cuda["checks"]}
@@ -90,3 +93,19 @@ def test_the_junit_xml_holds_every_hostile_text_and_parses(tmp_path):
     assert out == [markup.xml(text).replace("\r\n", "\n") for text in HOSTILE]  # XML reads a CR LF as LF
     assert out[0] == HOSTILE[0] and out[4] == "<script>alert(1)</script>"  # escaped by ElementTree, read back as written
     assert json.loads(json_path.read_text())["checks"][12]["reason"] == HOSTILE[12]  # JSON keeps it exact
+
+
+# --- warnings, waived findings and strict in the reports and the matrix summary (issue 34)
+
+
+
+def test_a_warning_and_a_waived_finding_are_reported_apart_and_pass(tmp_path):
+    run = with_result(with_result(a_seed_run("cpu_x86_64"), warned("no duplicate content", "a data file twice")), WAIVED_RESULT)
+    json_path, xml_path = report.write(run, tmp_path)
+    data = json.loads(json_path.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["verdict"] == "pass" and data["exit_code"] == 0 and data["counts"]["warn"] == 1 and data["counts"]["waived"] == 1
+    cases = {c.get("name"): c for c in ET.parse(xml_path).getroot().iter("testcase")}
+    assert cases["foreign files"].find("skipped").get("message") == "WAIVED foreign files: a Windows .lib (waived: harmless)"
+    assert cases["no duplicate content"].find("system-out").text == "WARN no duplicate content: a data file twice"
+    assert "| foreign files | WAIVED | a Windows .lib (waived: harmless) |" in report.markdown(run)

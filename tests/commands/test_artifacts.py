@@ -1,4 +1,4 @@
-"""``python -m smoke.artifacts`` (smoke.commands.artifacts): what the gate read from real programs and data files,
+"""``python -m smoke artifacts`` and ``python -m smoke.artifacts`` (smoke.commands.artifacts): what the gate read from real programs and data files,
 and what is not a program or data file: a device, a FIFO, a directory, an 8 GB sparse file, truncated real
 .pte/.ptd, a PNG, a wheel, an empty file, a header that claims too much. Each is one ERROR line and exit 2,
 quickly, in bounded memory, with no traceback, however the module is started.
@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from smoke import artifacts
+from smoke.cli import artifacts_main
 from smoke.readers.tables import ArtifactError
 from tests.helpers import CPU, H200, H200_MAIN, REPO, WHEEL_CACHE
 
 
 def test_command_line_prints_what_the_gate_judges(capsys):
-    code = artifacts.main([str(H200 / "weighted" / "model.pte"), str(H200 / "weighted" / "aoti_cuda_blob.ptd")])
+    code = artifacts_main([str(H200 / "weighted" / "model.pte"), str(H200 / "weighted" / "aoti_cuda_blob.ptd")])
     out = capsys.readouterr().out
     assert code == 0
     assert "plan 'forward': delegates ['CudaBackend'], operators left []" in out
@@ -33,7 +34,7 @@ def test_command_line_prints_what_the_gate_judges(capsys):
 def test_command_line_error_is_one_line_not_a_traceback(tmp_path, capsys):
     bad = tmp_path / "x.ptd"
     bad.write_bytes(b"garbage!")
-    assert artifacts.main([str(bad)]) == 2  # a file that cannot be read as a .pte or .ptd: exit 2, as the gate's ERROR
+    assert artifacts_main([str(bad)]) == 2  # a file that cannot be read as a .pte or .ptd: exit 2, as the gate's ERROR
     err = capsys.readouterr().err
     assert err.startswith("ERROR ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
@@ -41,7 +42,7 @@ def test_command_line_error_is_one_line_not_a_traceback(tmp_path, capsys):
 def test_json_output_holds_what_the_gate_judged(capsys):
     paths = [H200 / "weightless" / "model.pte", H200 / "weightless" / "aoti_cuda_blob.ptd",
              H200 / "weighted" / "aoti_cuda_blob.ptd", CPU / "weighted" / "model.pte", CPU / "weighted" / "model.ptd"]
-    assert artifacts.main([*map(str, paths), "--json"]) == 0
+    assert artifacts_main([*map(str, paths), "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["kind"] for r in records] == ["program", "datafile", "datafile", "program", "datafile", "pairing", "pairing"]
     cuda_program, weightless, weighted, cpu_program, cpu_data, *pairings = records
@@ -66,14 +67,14 @@ def test_json_output_holds_what_the_gate_judged(capsys):
 def test_damaged_program_is_a_clear_error_on_the_command_line(tmp_path, capsys, damage, message):
     path = tmp_path / "model.pte"
     path.write_bytes(damage((H200 / "weighted" / "model.pte").read_bytes()))
-    assert artifacts.main([str(path)]) == 2
+    assert artifacts_main([str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ERROR ") and message in err and "Traceback" not in err
 
 
 def test_mains_program_and_data_file_are_read_with_every_key_present(capsys):
     """The CUDA build of main on the H200: the data file holds the weights key, the program the shared object's."""
-    assert artifacts.main([str(H200_MAIN / "weightless"), str(H200_MAIN / "weighted")]) == 0
+    assert artifacts_main([str(H200_MAIN / "weightless"), str(H200_MAIN / "weighted")]) == 0
     out = capsys.readouterr().out
     for label in ("weightless", "weighted"):
         assert f"{label}/model.pte with aoti_cuda_blob.ptd: every key it expects is present (2)" in out
@@ -82,12 +83,12 @@ def test_mains_program_and_data_file_are_read_with_every_key_present(capsys):
 
 
 def test_a_program_with_its_data_file_is_matched_key_by_key(tmp_path, capsys):
-    assert artifacts.main([str(CPU / "weighted" / "model.pte"), str(CPU / "weighted" / "model.ptd")]) == 0
+    assert artifacts_main([str(CPU / "weighted" / "model.pte"), str(CPU / "weighted" / "model.ptd")]) == 0
     assert "model.pte with model.ptd: every key it expects is present (2)" in capsys.readouterr().out
     # The CUDA program beside the XNNPACK data file: the weights key is missing, and the exit says so.
     (tmp_path / "model.pte").write_bytes((H200 / "weighted" / "model.pte").read_bytes())
     (tmp_path / "model.ptd").write_bytes((CPU / "weighted" / "model.ptd").read_bytes())
-    assert artifacts.main([str(tmp_path / "model.pte"), str(tmp_path / "model.ptd"), "--json"]) == 1
+    assert artifacts_main([str(tmp_path / "model.pte"), str(tmp_path / "model.ptd"), "--json"]) == 1
     pairing = json.loads(capsys.readouterr().out)[-1]
     assert pairing["kind"] == "pairing" and pairing["missing"] == ["forward_weights_blob"]
 
@@ -146,7 +147,7 @@ def _run_measured(path: Path, timeout: float = 60) -> tuple[subprocess.Completed
     """The command on ``path`` in a child that reports its own peak resident memory (VmHWM) as it ends."""
     code = ("import sys, atexit\n"
             "atexit.register(lambda: sys.stderr.write('PEAK ' + open('/proc/self/status').read().split('VmHWM:')[1].split()[0] + '\\n'))\n"
-            "from smoke.artifacts import main\n"
+            "from smoke.cli import artifacts_main as main\n"
             f"sys.exit(main([{str(path)!r}]))\n")
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=timeout)

@@ -10,6 +10,7 @@ renderer (markdown-it, CommonMark with GitHub's tables) shows it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,8 +28,9 @@ from smoke import cli, markup, report
 from smoke.commands import summary
 from smoke.errors import GateError
 from smoke.report import Run
+from smoke.results import Status, warned
 from smoke.rows import RELEASE_ROWS
-from tests.helpers import HOSTILE, REPO, WHEELS, a_run, a_seed_run, hostile_results, rendered, shown
+from tests.helpers import HOSTILE, REPO, SCHEMA, WAIVED_RESULT, WHEELS, a_run, a_seed_run, hostile_results, rendered, shown, with_result
 
 
 def write_rows(folder, **runs):
@@ -378,3 +381,54 @@ def test_thousands_of_reports_judged_or_refused_in_bounded_memory_and_time(tmp_p
     assert len(peaks) >= 1000
     assert max(peaks) < 16 << 20, max(peaks)  # a report is at most MAX_REPORT_BYTES (1 MiB) read; these are ~13 KB
     assert slowest[0] < 5, slowest[0]
+
+
+# --- warnings, waived findings and strict in the matrix summary (issue 34)
+
+
+def test_a_waived_finding_and_a_warning_pass_the_summary_and_show_in_its_table(tmp_path, capsys):
+    run = with_result(with_result(a_seed_run("cpu_x86_64"), warned("no duplicate content", "a data file twice")), WAIVED_RESULT)
+    write_rows(tmp_path, x=run, a=a_seed_run("cpu_aarch64"))
+    assert summary.summary(tmp_path, "cpu") == 0
+    out = capsys.readouterr().out
+    assert "| foreign files | WAIVED | — |" in out and "| no duplicate content | WARN | — |" in out
+
+
+def test_a_strict_run_fails_on_a_warning_and_the_summary_says_why(tmp_path, capsys):
+    run = with_result(a_seed_run("cpu_x86_64"), warned("no duplicate content", "a data file twice"), strict=True)
+    assert run.verdict == "fail" and run.exit_code == 1
+    write_rows(tmp_path, x=run, a=a_seed_run("cpu_aarch64"))
+    assert summary.summary(tmp_path, "cpu") == 1
+    assert "FAIL cpu_x86_64: failed (no duplicate content, strict: warnings fail)" in capsys.readouterr().out
+
+
+def test_a_report_that_passes_a_strict_warning_contradicts_itself(tmp_path):
+    run = with_result(a_seed_run("cpu_x86_64"), warned("no duplicate content", "a data file twice"), strict=True)
+    json_path, _ = report.write(run, tmp_path)
+    data = json.loads(json_path.read_text())
+    data["verdict"], data["exit_code"] = "pass", 0
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(summary.ReportError, match="says verdict 'pass' but its checks hold 1 FAIL"):
+        summary.read_report(json_path)
+
+
+def test_a_waived_check_a_row_must_execute_does_not_complete_a_release(tmp_path, capsys):
+    run = a_seed_run("cpu_x86_64", fail="data file (weighted)")
+    run.results = [dataclasses.replace(r, status=Status.WAIVED, waiver={"check": "data file", "match": None, "reason": "x",
+                                                                         "until": None, "was": "fail"})
+                   if r.name == "data file (weighted)" else r for r in run.results]
+    run.exit_code = 0
+    write_rows(tmp_path, x=run, a=a_seed_run("cpu_aarch64"))
+    assert summary.summary(tmp_path, "cpu") == 1
+    assert "cpu_x86_64: 'data file (weighted)' is waived, and this row must execute it" in capsys.readouterr().out
+
+
+def test_a_report_of_schema_2_follows_its_own_schema_and_the_summary_asks_for_a_rerun(tmp_path):
+    folder = REPO / "docs" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
+    old = json.loads((folder / "cpu_x86_64.json").read_text())
+    jsonschema.validate(old, json.loads((REPO / "docs" / "report-schema-2.json").read_text()))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(old, SCHEMA)
+    (tmp_path / "cpu_x86_64.json").write_text(json.dumps(old))
+    with pytest.raises(summary.ReportError, match="has report schema 2, this gate reads 3: rerun that row"):
+        summary.read_report(tmp_path / "cpu_x86_64.json")

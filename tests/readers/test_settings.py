@@ -26,7 +26,7 @@ def test_a_release_must_declare_torch_by_default(wheel_x86_64, tmp_path):
         assert name in lines, proc.stdout
     report = json.loads((tmp_path / "inspect-cpu_x86_64.json").read_text())
     jsonschema.validate(report, SCHEMA)
-    assert report["policy"] == {"torch": "declared", "why": "the default for a release version, 1.5.1"}
+    assert report["policy"] == {"torch": "declared", "why": "the default for a release version, 1.5.1", "strict": False, "waive": []}
 
 
 def test_a_policy_file_makes_torch_user_supplied_and_nothing_fails_for_it(wheel_x86_64, tmp_path):
@@ -68,7 +68,8 @@ def test_a_dev_version_leaves_torch_to_the_user_by_default_and_a_pyproject_can_s
     ("text", "error"),
     [
         ('torch = "maybe"\n', "torch = 'maybe'; it must be one of 'declared', 'user-supplied'"),
-        ('torch = "declared"\nwaive = []\n', "unknown key 'waive'; the keys are torch (one of 'declared', 'user-supplied')"),
+        ('torch = "declared"\nwaivers = []\n', "unknown key 'waivers'; the keys are torch (one of 'declared', 'user-supplied'), "
+                                              "strict (true or false), waive ("),
         ("torch = \n", "is not TOML ("),
     ],
 )
@@ -80,3 +81,110 @@ def test_a_policy_the_gate_cannot_read_is_one_error_line(wheel_x86_64, tmp_path,
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR ")]
     assert len(errors) == 1 and error in errors[0] and f"--policy {str(policy)!r}" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --- waivers, severities and strict (issue 34): judged through inspect on PyPI's real 1.4.1, whose CPU wheel ships a
+# Windows import library (a WARN) and fails one runtime core (libqnn_executorch_backend.so's runtime state twice).
+
+QNN = "libqnn_executorch_backend.so"
+
+
+def _waiver(tmp_path, text: str, name: str = "policy.toml"):
+    policy = tmp_path / name
+    policy.write_text(text)
+    return policy
+
+
+def _inspect_141(tmp_path, *args):
+    from tests.helpers import release_wheel
+
+    reports = tmp_path / "reports"
+    proc = nox("-s", "inspect", "--", str(release_wheel("1.4.1")), "--row", "cpu_x86_64", "--report-dir", str(reports), *args)
+    report = json.loads((reports / "inspect-cpu_x86_64.json").read_text()) if (reports / "inspect-cpu_x86_64.json").exists() else None
+    return proc, report
+
+
+def test_without_a_waiver_the_finding_fails_and_the_windows_library_only_warns(tmp_path):
+    proc, report = _inspect_141(tmp_path)
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "WARN foreign files: 1 file of another platform than Linux, which nothing here loads: " \
+           "executorch/data/lib/aoti_cuda_shims.lib (a Windows library archive)" in out
+    assert f"FAIL one runtime core: two copies of the runtime's state in one process: {QNN}" in out
+    assert "inspect-cpu_x86_64: FAILED: 8 passed, 1 failed, 0 skipped, 1 warned in " in out
+    jsonschema.validate(report, SCHEMA)
+    assert report["counts"] == {"pass": 8, "fail": 1, "skip": 0, "warn": 1, "waived": 0} and report["strict"] is False
+
+
+def test_a_waiver_with_a_reason_makes_the_fail_waived_and_the_row_pass(tmp_path):
+    policy = _waiver(tmp_path, f'[[waive]]\ncheck = "one runtime core"\nmatch = "{QNN}"\n'
+                               'reason = "QNN\'s AOT library is loaded by a QNN export only"\nuntil = "1.5.0"\n'
+                               '[[waive]]\ncheck = "wheel RECORD"\nreason = "never needed"\n')
+    proc, report = _inspect_141(tmp_path, "--policy", str(policy))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    waived = next(line for line in out.splitlines() if line.startswith("WAIVED one runtime core: "))
+    assert QNN in waived and waived.endswith("(waived: QNN's AOT library is loaded by a QNN export only)")
+    assert "waiver unused: [[waive]] check = 'wheel RECORD' matched no finding of this run (never needed)" in out
+    assert "policy: torch is declared (the default for a release version, 1.4.1); 2 waivers" in out
+    assert "inspect-cpu_x86_64: PASSED: 8 passed, 0 failed, 0 skipped, 1 warned, 1 waived in " in out
+    jsonschema.validate(report, SCHEMA)
+    check = next(c for c in report["checks"] if c["name"] == "one runtime core")
+    assert check["status"] == "waived"
+    assert check["waiver"] == {"check": "one runtime core", "match": QNN, "reason": "QNN's AOT library is loaded by a QNN export only",
+                               "until": "1.5.0", "was": "fail"}
+    junit = (tmp_path / "reports" / "inspect-cpu_x86_64.xml").read_text()
+    assert '<skipped message="WAIVED one runtime core: ' in junit and "WARN foreign files: " in junit
+
+
+def test_a_waiver_whose_match_is_not_in_the_finding_waives_nothing(tmp_path):
+    policy = _waiver(tmp_path, '[[waive]]\ncheck = "one runtime core"\nmatch = "libsomething_else.so"\nreason = "not this one"\n')
+    proc, report = _inspect_141(tmp_path, "--policy", str(policy))
+    assert proc.returncode == 1 and "FAIL one runtime core: " in proc.stdout, proc.stdout + proc.stderr
+    assert "waiver unused: [[waive]] check = 'one runtime core', match = 'libsomething_else.so'" in proc.stdout
+
+
+@pytest.mark.parametrize("until", ['"1.4.1"', "2026-01-31"])
+def test_an_expired_waiver_lets_the_fail_stand_and_says_it_expired(tmp_path, until):
+    policy = _waiver(tmp_path, f'[[waive]]\ncheck = "one runtime core"\nreason = "known"\nuntil = {until}\n')
+    proc, report = _inspect_141(tmp_path, "--policy", str(policy))
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    fail = next(line for line in out.splitlines() if line.startswith("FAIL one runtime core: "))
+    assert f"(the waiver of it expired: until {until.strip(chr(34))}, and this is executorch 1.4.1 on " in fail
+    assert next(c for c in report["checks"] if c["name"] == "one runtime core")["status"] == "fail"
+
+
+def test_strict_makes_a_warning_fail_from_the_policy_or_the_command_line(tmp_path):
+    waive = '[[waive]]\ncheck = "one runtime core"\nreason = "known"\n'
+    for args, policy_text in ((["--strict"], waive), ([], "strict = true\n" + waive)):
+        policy = _waiver(tmp_path, policy_text)
+        proc, report = _inspect_141(tmp_path, "--policy", str(policy), *args)
+        out = proc.stdout
+        assert proc.returncode == 1, out + proc.stderr
+        assert "inspect-cpu_x86_64: FAILED: 8 passed, 0 failed, 0 skipped, 1 warned, 1 waived (strict: warnings fail) in " in out
+        jsonschema.validate(report, SCHEMA)
+        assert report["verdict"] == "fail" and report["strict"] is True and report["exit_code"] == 1
+        assert '<failure message="1 file of another platform than Linux' in (tmp_path / "reports" / "inspect-cpu_x86_64.xml").read_text()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[waive]]\ncheck = "one runtime core"\n', "[[waive]] 1 has no reason: every waiver names its check and says why"),
+    ('[[waive]]\ncheck = "one runtime core"\nreason = "  "\n', "[[waive]] 1 has no reason"),
+    ('[[waive]]\nreason = "x"\n', "[[waive]] 1 has no check"),
+    ('[[waive]]\ncheck = "no such check"\nreason = "x"\n',
+     "[[waive]] check = 'no such check': the gate has no check 'no such check'; the checks are "),
+    ('[[waive]]\ncheck = "one runtime core"\nreason = "x"\nuntil = "soon"\n', "until = 'soon' is neither a version (1.6.0) nor a date"),
+    ('[[waive]]\ncheck = "one runtime core"\nreason = "x"\nexpires = "1.6"\n',
+     "unknown key 'expires'; a waiver's keys are check, match, reason, until"),
+    ('waive = "everything"\n', "waive must be a list of [[waive]] tables"),
+    ('strict = "yes"\n', "strict = 'yes'; it must be true or false"),
+])
+def test_a_bad_waiver_or_strict_is_one_error_line_and_exit_2(tmp_path, text, message):
+    from tests.helpers import release_wheel
+
+    policy = _waiver(tmp_path, text)
+    proc = nox("-s", "inspect", "--", str(release_wheel("1.4.1")), "--policy", str(policy))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR ")]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in proc.stderr, proc.stderr

@@ -66,8 +66,8 @@ if step == "export":
 elif step == "handover":
     # A PyDataLoader (the type the data_loader module registers) made by a third module, loaded by _portable_lib.
     sys.path.insert(0, HERE)
-    from executorch.extension.pybindings import _portable_lib as P  # portable_lib.py does not re-export the loader's entry
     import handover
+    from executorch.extension.pybindings import _portable_lib as P  # portable_lib.py does not re-export the loader's entry
     print("data_loader imported by portable_lib itself:", "executorch.extension.pybindings.data_loader" in sys.modules)
     loader = handover.make(open(PROGRAM, "rb").read())
     print("handover.make returned a", f"{type(loader).__module__}.{type(loader).__name__}")
@@ -76,8 +76,8 @@ elif step == "handover":
     print("forward equals x + y:", torch.equal(module.forward((x, y))[0], x + y),
           "; calls that reached the creator's loader:", handover.loads())
 elif step == "selective_build":
-    from executorch.extension.pybindings import _portable_lib as P
     import executorch.codegen.tools.selective_build as S
+    from executorch.extension.pybindings import _portable_lib as P
     program = S._get_program_from_buffer(open(PROGRAM, "rb").read())
     print("selective_build reads the program's operators:", S._get_program_operators(program))
     for what, call in (("selective_build given _portable_lib's program", lambda: S._get_program_operators(P._load_program_from_buffer(open(PROGRAM, "rb").read()))),
@@ -88,9 +88,9 @@ elif step == "selective_build":
         except TypeError as exc:
             print(what, "->", type(exc).__name__ + ":", str(exc).splitlines()[0])
 elif step == "registries":
-    from executorch.extension.pybindings import portable_lib as P
     import executorch.codegen.tools.selective_build  # noqa: F401
     import executorch.extension.training  # noqa: F401  (imports _training_lib and portable_lib)
+    from executorch.extension.pybindings import portable_lib as P
     mapped = {line.split()[-1] for line in open("/proc/self/maps")}
     print("in this process:", sorted(m for m, path in MODULES.items() if os.path.join(SITE, path) in mapped))
     print("_portable_lib's backends:", P._get_registered_backend_names())
@@ -101,8 +101,8 @@ elif step == "registries":
                 f"kernel registry in {library_of(ctypes.cast(kernels, ctypes.c_void_p).value)} holds {kernels().size}" if kernels else "no kernel registry in its scope"]
         print(f"{module}'s scope:", ", ".join(said))
 elif step == "threads":
-    from executorch.extension.pybindings import portable_lib as P
     import executorch.extension.training as T
+    from executorch.extension.pybindings import portable_lib as P
     w = torch.nn.Parameter(torch.ones(4_000_000)); g = torch.ones(4_000_000); (w.data + g).sum()
     print("threads, torch's own pool started:", threads())
     P._load_for_executorch(XNNPACK_PROGRAM).forward((torch.ones(1, 8),))
