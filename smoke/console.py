@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from smoke import markup
 from smoke.results import CheckResult
 
 if TYPE_CHECKING:
@@ -19,11 +20,11 @@ if TYPE_CHECKING:
 
 def error(text: str) -> None:
     """One ERROR line on stderr: what could not be done, and the fix."""
-    print(f"ERROR {text}", file=sys.stderr, flush=True)
+    print(f"ERROR {markup.redact(text)}", file=sys.stderr, flush=True)
 
 
 def say(text: str) -> None:
-    print(text, flush=True)
+    print(markup.redact(text), flush=True)
 
 
 def emit(run: Run, result: CheckResult) -> CheckResult:

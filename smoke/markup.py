@@ -27,6 +27,23 @@ _LINE_START = re.compile(r"^(\d*)([#+\-=.)])")
 _INVISIBLE = {"Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
 
 
+# A URL's credentials (``https://user:TOKEN@host/``, ``https://TOKEN@host/``): what pip and uv mask as they print.
+_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\s:]*)(?::[^/@\s]*)?@")
+
+
+def redact(text: str) -> str:
+    """Text with every URL's password masked, as pip masks it (``https://user:****@host``); a user name alone, which
+    is how a token is often given (``https://TOKEN@host``), masked whole. Everything the gate prints or writes (its
+    lines, reports, the environment's stamp) passes through here."""
+    def mask(found: re.Match) -> str:
+        user = found.group("user")
+        if ":" in found.group(0)[len(found.group("scheme")):]:
+            return f"{found.group('scheme')}{user}:****@"
+        return f"{found.group('scheme')}****@"
+
+    return _CREDENTIALS.sub(mask, text)
+
+
 def plain(value: object) -> str:
     """One line of printable text: a newline, a tab or another control character is a space;
     a character that would change how the line shows, or that cannot be encoded (a lone

@@ -149,10 +149,10 @@ def write(run: Run, folder: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReportNotWritten(f"report folder {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
-    _replace(json_path, (json.dumps(to_json(run), indent=2, default=str) + "\n").encode())
+    _replace(json_path, markup.redact(json.dumps(to_json(run), indent=2, default=str) + "\n").encode())
     junit = io.BytesIO()
     to_junit(run).write(junit, encoding="utf-8", xml_declaration=True)
-    _replace(xml_path, junit.getvalue())
+    _replace(xml_path, markup.redact(junit.getvalue().decode("utf-8")).encode("utf-8"))
     return [json_path, xml_path]
 
 
@@ -229,7 +229,7 @@ def append_to_step_summary(text: str) -> Path | None:
     if not target:
         return None
     with open(target, "a", encoding="utf-8") as handle:
-        handle.write(text)
+        handle.write(markup.redact(text))
     return Path(target)
 
 

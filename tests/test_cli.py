@@ -303,3 +303,14 @@ def test_an_unwritable_step_summary_is_one_line_before_any_work(wheel_x86_64, tm
                 env={"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "such" / "summary.md")})
     one_error_line(proc, "cannot be written (No such file or directory): point it at a writable file, or unset it")
     assert not (tmp_path / "env").exists()
+
+
+def test_an_index_token_is_never_printed(wheel_x86_64, tmp_path):
+    """Issue 37: a --torch-index with credentials (unreachable here, so the build fails): the build's lines and its
+    one ERROR line show the URL as pip does, the password masked; nothing holds the token."""
+    proc = subprocess.run([sys.executable, "-m", "smoke", "cpu_x86_64", str(wheel_x86_64), "--torch-index",
+                           "https://user:SECRET123@127.0.0.1:9/simple", "--env-dir", str(tmp_path / "env")],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "SECRET123" not in proc.stdout + proc.stderr
+    assert "--extra-index-url https://user:****@127.0.0.1:9/simple" in proc.stderr and proc.stderr.startswith("ERROR ")

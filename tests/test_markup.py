@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html.parser
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,3 +51,21 @@ class _Code(html.parser.HTMLParser):
             self.spans[-1] += data
         else:
             self.outside.append(data)
+
+
+# --- credentials (issue 37): nothing the gate prints or writes holds one
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    ("https://user:TOKEN@host/simple", "https://user:****@host/simple"),
+    ("index https://TOKEN@h.example/x and file:///opt/pypi/simple", "index https://****@h.example/x and file:///opt/pypi/simple"),
+    ("git+https://u:p%40ss@github.com/a/b.git", "git+https://u:****@github.com/a/b.git"),
+    ("mail user@example.com, https://host/simple", "mail user@example.com, https://host/simple"),
+])
+def test_a_urls_credentials_are_masked_as_pip_masks_them(given, shown):
+    assert markup.redact(given) == shown
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="@/", blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), max_size=30))
+def test_no_password_survives_whatever_it_holds(secret):
+    assert markup.redact(f"extra index https://user:{secret}@example.com/simple") == "extra index https://user:****@example.com/simple"

@@ -109,3 +109,19 @@ def test_a_warning_and_a_waived_finding_are_reported_apart_and_pass(tmp_path):
     assert cases["foreign files"].find("skipped").get("message") == "WAIVED foreign files: a Windows .lib (waived: harmless)"
     assert cases["no duplicate content"].find("system-out").text == "WARN no duplicate content: a data file twice"
     assert "| foreign files | WAIVED | a Windows .lib (waived: harmless) |" in report.markdown(run)
+
+
+def test_a_credential_in_what_a_run_reports_is_masked_in_every_file_it_writes(tmp_path, monkeypatch):
+    """Issue 37: torch_source names --torch-index as given; the JSON report, the JUnit XML and the step summary mask
+    its password."""
+    run = a_seed_run("cpu_x86_64", fail="CUDA build")
+    run.torch_source = "package index and https://user:SECRET123@example.com/simple, pinned by torch-2.14.txt"
+    run.results.append(CheckResult("torch agrees", Status.FAIL, "from https://TOKEN456@example.com/simple"))
+    summary_file = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    written = [*report.write(run, tmp_path / "reports"), report.append_step_summary(run)]
+    for path in written:
+        text = path.read_text()
+        assert "SECRET123" not in text and "TOKEN456" not in text, path
+    data = json.loads(written[0].read_text())
+    assert data["torch_source"] == "package index and https://user:****@example.com/simple, pinned by torch-2.14.txt"

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, cast
 
-from smoke.readers import devicecode
+from smoke.readers import devicecode, releases
 from smoke.readers.wheel import Providers, marker_environment, read_member, shared_objects
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import ENVIRONMENT, FILE, Check
@@ -32,19 +32,12 @@ if TYPE_CHECKING:
     from smoke.readers.wheel import Wheel
     from smoke.rows import Row
 
-# The CUDA delegate's shared libraries, as each release's build recipe ships them (setup.py's
-# list of libraries to copy, read at v1.1.0, v1.2.0, v1.3.1, v1.4.1 and main), keyed by the first
-# release of the layout. 1.0 and 1.1 ship no CUDA runtime library. 1.2 and 1.3: the AOTI shim
-# layer alone (the backend is linked into the Python extension); checked on a real CUDA build of
-# 1.2.0 (docs/runs/2026-12-03-h200-*). 1.4: the CUDA extension library beside it. 1.5 and main:
-# the shared runtime (libexecutorch.so, in PyPI's 1.5.1 wheel too) and the delegate in executorch/lib.
-_SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
-LAYOUTS = (
-    ("1.2", (_SHIMS,)),
-    ("1.4", (_SHIMS, "executorch/backends/cuda/libextension_cuda.so")),
-    ("1.5", ("executorch/lib/libexecutorch.so", "executorch/lib/libexecutorch_backend_cuda.so",
-             "executorch/lib/libexecutorch_extension_cuda.so", _SHIMS)),
-)
+# The CUDA delegate's shared libraries, as each release's build recipe ships them, keyed by the first
+# release of the layout: data, with its upstream source, in smoke/readers/releases.json (cuda_delegate_libraries).
+# 1.0 and 1.1 ship no CUDA runtime library. 1.2 and 1.3: the AOTI shim layer alone (the backend is linked into the
+# Python extension). 1.4: the CUDA extension library beside it. 1.5 and main: the shared runtime and the delegate
+# in executorch/lib.
+LAYOUTS = releases.cuda_delegate_libraries()
 
 
 def _sm(dotted: str) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from smoke.readers import native
+from smoke.readers import native, releases
 from smoke.readers.systems import SYSTEMS, WINDOWS_LIBRARY
 from smoke.results import CheckResult, passed, warned
 from smoke.stages import FILE, Check
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from smoke.rows import Row
 
 # A Windows import library shipped on purpose -> the library whose presence makes it so (see above).
-CUDA_SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
-SHIPPED_WITH = {"executorch/data/lib/aoti_cuda_shims.lib": CUDA_SHIMS}
+# (data, with its upstream source, in smoke/readers/releases.json: shipped_on_purpose)
+SHIPPED_WITH = releases.shipped_on_purpose()
 
 
 def expected(binaries: native.Binaries, files) -> list[str]:

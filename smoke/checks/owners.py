@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from smoke.backends.cuda_checks import cuda_train
-from smoke.readers import elf
+from smoke.readers import elf, releases
 from smoke.results import CheckResult, failed, passed
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from smoke.rows import Row
 
 NAME = "one runtime core"  # the check's name, in every report and in docs/releases.md
-SPLIT = Version("1.5")  # the first release whose runtime ships as shared libraries in executorch/lib
+SPLIT = releases.runtime_split()  # the first release whose runtime ships as shared libraries in executorch/lib (releases.json)
 LIB = "executorch/lib/"
 
 
@@ -73,37 +73,11 @@ class Component:
 CUDA = "on a CUDA wheel"
 
 
-COMPONENTS = (
-    Component("logging", ("executorch::runtime::internal::vlogf", "executorch::runtime::internal::get_log_timestamp"),
-              LIB + "libexecutorch.so"),
-    Component("platform layer", ("executorch::runtime::register_pal", "executorch::runtime::get_pal_impl",
-                                 "executorch::runtime::runtime_abort"), LIB + "libexecutorch.so"),
-    Component("backend registry", ("executorch::runtime::register_backend", "executorch::runtime::get_backend_class",
-                                   "executorch::runtime::get_num_registered_backends"), LIB + "libexecutorch.so"),
-    Component("kernel registry", ("executorch::runtime::register_kernels", "executorch::runtime::get_registered_kernels",
-                                  "executorch::runtime::registry_has_op_function"), LIB + "libexecutorch.so"),
-    # Each pool sizes itself to every core: two pools oversubscribe the machine.
-    Component("thread pool", ("executorch::extension::threadpool::get_threadpool",), LIB + "libexecutorch_threadpool.so"),
-    Component("profiler", ("executorch::etdump::ETDumpGen::ETDumpGen",), LIB + "libexecutorch_etdump.so"),
-    # XnnpackBackendOptions is 1.4's; XNNWeightsCache is in every release from 1.0.
-    Component("XNNPACK delegate", ("executorch::backends::xnnpack::XnnpackBackendOptions::workspace_manager",
-                                   "executorch::backends::xnnpack::delegate::XNNWeightsCache::initialize_for_runtime"),
-              LIB + "libexecutorch_backend_xnnpack.so"),
-    Component("CPU kernels", ("torch::executor::native::abs_out",), LIB + "libexecutorch_kernels_optimized.so", required=False),
-    Component("quantized kernels", ("torch::executor::native::quantize_per_tensor_out",
-                                    "torch::executor::native::dequantize_per_tensor_out"),
-              LIB + "libexecutorch_kernels_quantized.so", export_copy=True),
-    Component("CUDA delegate", ("executorch::backends::cuda::load_library",), LIB + "libexecutorch_backend_cuda.so",
-              required=CUDA),
-    # Two copies are two notions of the caller's CUDA stream.
-    Component("CUDA stream helper", ("executorch::extension::cuda::getCallerStream",), LIB + "libexecutorch_extension_cuda.so",
-              required=CUDA),
-    # Measured on a CUDA build of 1.2.0 without the shim patch (docs/runs/2026-12-03-h200-*): _portable_lib
-    # and libaoti_cuda_shims.so both defined 21 aoti_torch_* shims (the CUDA stream and guard state).
-    Component("AOTI shim layer", ("aoti_torch_",), "executorch/backends/cuda/libaoti_cuda_shims.so", required=CUDA),
-    # Third-party code the runtime bundles, judged apart from ExecuTorch's wrappers over it.
-    Component("bundled thread pool", ("pthreadpool_create", "cpuinfo_initialize"), LIB + "libexecutorch_threadpool.so"),
-    Component("XNNPACK runtime", ("xnn_create_runtime",), LIB + "libexecutorch_backend_xnnpack.so"),
+# The components and their owners: data, with its upstream source, in smoke/readers/releases.json (runtime_owners).
+COMPONENTS = tuple(
+    Component(entry["component"], tuple(entry["functions"]), entry["owner"], bool(entry.get("export_copy", False)),
+              CUDA if entry.get("required", True) == "cuda" else bool(entry.get("required", True)))
+    for entry in releases.layout("runtime_owners")["components"]
 )
 BY_NAME = {component.name: component for component in COMPONENTS}
 

@@ -389,7 +389,7 @@ def write_reports(data: dict[str, Any], folder: Path) -> list[Path]:
         partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
         try:
             with open(partial, "x", encoding="utf-8") as handle:
-                handle.write(text)
+                handle.write(markup.redact(text))
             os.replace(partial, path)
         except OSError as exc:
             with contextlib.suppress(OSError):

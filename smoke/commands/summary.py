@@ -352,9 +352,9 @@ def summary(folder: Path, release: str, output: Path | None = None) -> int:
     if output is not None:
         check_output(output)
     verdict = judge(load_reports(folder), release)
-    print(verdict.table)
+    print(markup.redact(verdict.table))
     for problem in verdict.problems:
-        print(f"FAIL {markup.plain(problem)}")
+        print(f"FAIL {markup.redact(markup.plain(problem))}")
     word = "PASSED" if verdict.ok else "FAILED"
     print(f"summary ({release} release, {markup.plain(folder)}): {word}")
     text = (verdict.table + "\n" + "".join(f"- FAIL {markup.text(p)}\n" for p in verdict.problems)
@@ -363,7 +363,7 @@ def summary(folder: Path, release: str, output: Path | None = None) -> int:
     try:
         if output is not None:
             output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(text, encoding="utf-8")
+            output.write_text(markup.redact(text), encoding="utf-8")
         append_to_step_summary(text)
     except OSError as exc:  # the verdict above stands; what could not be written is said, in one line
         error(f"the summary could not be written ({exc.strerror or exc}: {markup.plain(exc.filename or '')}); "

@@ -24,7 +24,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from smoke import proc
+from smoke import markup, proc
 from smoke.environment import installer
 from smoke.environment.folders import Owned, claim
 from smoke.errors import EnvironmentBuildError
@@ -99,6 +99,12 @@ def torch_source(options: EnvOptions) -> str:
 
 
 def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
+    """What the environment was built from, as its stamp file holds it: a URL's credentials masked (an index's token
+    is never written; a build with another token of the same index is the same build)."""
+    return json.loads(markup.redact(json.dumps(_made_from(wheel, interpreter, options))))
+
+
+def _made_from(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
     fields = {k: str(v) for k, v in asdict(options).items() if k not in ("env_dir", "reuse_env")}
     fields["venv_backend"] = installer.choose_backend(options.venv_backend)[0]  # what auto chose
     return {

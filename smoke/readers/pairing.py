@@ -10,8 +10,6 @@ pairing is said (``Pairing.how``): in the run's header and in ``torch agrees``.
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,16 +17,15 @@ from packaging.version import Version
 
 from smoke import paths
 from smoke.errors import NoTorchPairing
+from smoke.readers import releases
 from smoke.readers.wheel import Wheel
 
 CONSTRAINTS_DIR = paths.CONSTRAINTS
-RELEASES = Path(__file__).with_name("releases.json")
 
 
-@functools.cache
 def release_lines() -> dict[str, dict[str, str]]:
-    """executorch major.minor -> {"torch": major.minor, "source": ...}, from releases.json."""
-    return dict(json.loads(RELEASES.read_text(encoding="utf-8"))["lines"])
+    """executorch major.minor -> {"torch": major.minor, "source": ...}, from releases.json (smoke.readers.releases)."""
+    return releases.lines()
 
 
 def _key(line: str) -> tuple[int, ...]:

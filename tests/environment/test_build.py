@@ -108,3 +108,19 @@ def test_one_interpreter_named_two_ways_is_one_stamp(wheel_x86_64, tmp_path):
     alias.symlink_to(interpreter.path)
     renamed = dataclasses.replace(interpreter, path=str(alias))
     assert environment._stamp(wheel, renamed, options) == environment._stamp(wheel, interpreter, options)
+
+
+def test_the_stamp_holds_no_index_token(wheel_x86_64, tmp_path):
+    """Issue 37: the environment's stamp (written into its folder, compared on --reuse-env) masks a --torch-index
+    password; a build with another token of the same index is the same build."""
+    (tmp_path / "c.txt").write_text("torch==2.14.1\n")
+    wheel, interpreter = read_wheel(wheel_x86_64), probe_interpreter(None)
+
+    def stamp(token: str) -> dict:
+        options = environment.EnvOptions(env_dir=tmp_path / "env", constraints=tmp_path / "c.txt",
+                                         **{**opts.for_environment(opts.Options()),
+                                            "torch_index": f"https://user:{token}@example.com/simple"})
+        return environment._stamp(wheel, interpreter, options)
+
+    assert stamp("SECRET123")["torch_index"] == "https://user:****@example.com/simple"
+    assert "SECRET123" not in json.dumps(stamp("SECRET123")) and stamp("SECRET123") == stamp("OTHER")
