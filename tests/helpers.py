@@ -457,3 +457,24 @@ def with_result(run: Run, result, strict: bool = False) -> Run:
 
 WAIVED_RESULT = dataclasses.replace(failed("foreign files", "a Windows .lib"), status=Status.WAIVED,
                                     waiver={"check": "foreign files", "match": None, "reason": "harmless", "until": None, "was": "fail"})
+
+
+# PyPI's 1.5.1 as the wheel-input tests read and rewrite it: its .dist-info, a file of it, the wheel renamed.
+SLIM_DIST_INFO = "executorch-1.5.1.dist-info"
+
+
+def renamed_copy(slim, tmp, name):
+    """The same bytes under another file name: its WHEEL file still says cp311-cp311-manylinux."""
+    (tmp / "in").mkdir(exist_ok=True)
+    return shutil.copy(slim, tmp / "in" / name)
+
+
+def dist_info_text(slim, name):
+    with zipfile.ZipFile(slim) as archive:
+        return archive.read(f"{SLIM_DIST_INFO}/{name}").decode()
+
+
+def with_dist_info(slim, tmp, name, text):
+    """The wheel with one .dist-info file replaced (RECORD rewritten to match, unless RECORD is the one replaced)."""
+    return rewrite_wheel(slim, tmp / "in", add={f"{SLIM_DIST_INFO}/{name}": text.encode() if isinstance(text, str) else text},
+                         update_record=name != "RECORD")

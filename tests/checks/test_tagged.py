@@ -3,35 +3,19 @@ a mutant of PyPI's 1.5.1 wheel, through ``python -m smoke inspect W`` as a user 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import zipfile
 
 import pytest
 
-from tests.helpers import REPO, rewrite_wheel
-
-DIST_INFO = "executorch-1.5.1.dist-info"
+from tests.helpers import REPO
+from tests.helpers import dist_info_text as member
+from tests.helpers import renamed_copy as renamed
+from tests.helpers import with_dist_info as replaced
 
 
 def smoke(*args):
     return subprocess.run([sys.executable, "-m", "smoke", *map(str, args)], capture_output=True, text=True, cwd=REPO, timeout=300)
-
-
-def renamed(slim, tmp, name):
-    (tmp / "in").mkdir(exist_ok=True)
-    return shutil.copy(slim, tmp / "in" / name)  # the same bytes under another name: WHEEL still says cp311-cp311-manylinux
-
-
-def member(slim, name):
-    with zipfile.ZipFile(slim) as archive:
-        return archive.read(f"{DIST_INFO}/{name}").decode()
-
-
-def replaced(slim, tmp, name, text):
-    return rewrite_wheel(slim, tmp / "in", add={f"{DIST_INFO}/{name}": text.encode() if isinstance(text, str) else text},
-                         update_record=name != "RECORD")
 
 
 # Installable tags its WHEEL file does not name: the wheel is defective, a FAIL of `wheel tags` (on inspect, any interpreter).

@@ -12,7 +12,6 @@ bounded memory and time. The fast profile runs with the tests; the slow one (tho
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +28,9 @@ from smoke.errors import GateError, InvalidWheel, WrongPlatform
 from smoke.readers.wheel import Interpreter, check_interpreter, platform_machine, read_wheel
 from smoke.rows import ROWS, check_machine
 from tests.helpers import REPO, pypi_wheel, rewrite_wheel
+from tests.helpers import dist_info_text as member
+from tests.helpers import renamed_copy as renamed
+from tests.helpers import with_dist_info as replaced
 
 
 @pytest.mark.parametrize(
@@ -129,21 +131,6 @@ def one_error_line(proc, text):
 
 def digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def renamed(slim, tmp, name):
-    (tmp / "in").mkdir(exist_ok=True)
-    return shutil.copy(slim, tmp / "in" / name)  # the same bytes under another name: WHEEL still says cp311-cp311-manylinux
-
-
-def member(slim, name):
-    with zipfile.ZipFile(slim) as archive:
-        return archive.read(f"{DIST_INFO}/{name}").decode()
-
-
-def replaced(slim, tmp, name, text):
-    return rewrite_wheel(slim, tmp / "in", add={f"{DIST_INFO}/{name}": text.encode() if isinstance(text, str) else text},
-                         update_record=name != "RECORD")
 
 
 # Class 1: names and tags. (file name, the ERROR line's words)
