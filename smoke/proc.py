@@ -17,7 +17,9 @@ or session (``setsid``, a double-forked daemon): the gate makes itself a child s
 ``PR_SET_CHILD_SUBREAPER``, so that orphans re-parent to it rather than to init), marks the tree
 with a token in the environment (``TREE_VARIABLE``; its descendants inherit it) and ``end_group``
 ends, besides the group, every descendant of the leader and every process carrying the token
-(read from ``/proc``), then reaps those that re-parented to the gate.
+(read from ``/proc``), and every process that re-parented to the gate while it ran (an orphan of the tree,
+even one that left the group, the session and the token behind: a double-forked daemon with an empty
+environment); then reaps those.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
@@ -118,11 +121,29 @@ def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = N
         token = uuid.uuid4().hex
         env = dict(os.environ if env is None else env)
         env[TREE_VARIABLE] = " ".join(filter(None, (env.get(TREE_VARIABLE, ""), token)))
+    before = set(_children(os.getpid())) if own_group else set()
     process = subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
                                stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group,
                                preexec_fn=_dies_with_the_gate() if own_group else None)
     process.gate_tree = token  # type: ignore[attr-defined]
+    process.gate_before = before  # type: ignore[attr-defined]  # the gate's children before it: not its orphans
+    _STARTED[process.pid] = process
     return process
+
+
+# Every process ``start`` started, by pid: the gate's own children, never taken for an orphan while they have not
+# ended (an ended one's pid, once reaped, may be another process's).
+_STARTED: "weakref.WeakValueDictionary[int, subprocess.Popen]" = weakref.WeakValueDictionary()
+
+
+def orphans(proc: subprocess.Popen) -> set[int]:
+    """The processes that became the gate's children while ``proc`` ran without being started by it: orphans of
+    ``proc``'s tree re-parented to the gate, its subreaper, whatever group, session or environment they took."""
+    before = getattr(proc, "gate_before", None)
+    if before is None:
+        return set()
+    ours = {pid for pid, started in list(_STARTED.items()) if started.returncode is None}
+    return {pid for pid in _children(os.getpid()) if pid not in before and pid not in ours and pid != proc.pid}
 
 
 def end(proc: subprocess.Popen | None) -> None:
@@ -185,7 +206,7 @@ def _signal_tree(proc: subprocess.Popen, token: str | None, signum: int, seen: s
     """Send ``signum`` to the group and every live member of the tree; the members signalled. The
     tree is read first: a member the group's signal ends re-parents its children out of it; ``seen``,
     the members signalled before, stay members (one that left the tree when its parent died)."""
-    members = tree((seen - {proc.pid}) | ({proc.pid} if proc.returncode is None else set()), token)
+    members = tree((seen - {proc.pid}) | ({proc.pid} if proc.returncode is None else set()) | orphans(proc), token)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
     for pid in members:

@@ -256,3 +256,41 @@ def test_an_interrupted_gate_ends_a_grandchild_that_left_the_group(tmp_path, sig
         if gate.poll() is None:
             gate.kill()
             gate.wait()
+
+
+# A daemon that leaves everything behind: fork, setsid, fork, an empty environment (no tree token), the middle
+# one exits (the grandchild re-parents to the gate, its subreaper, out of the child's tree), and the child itself
+# exits 0 at once, as a library's initializer could in a child that then PASSes.
+ORPHAN = textwrap.dedent("""
+    import os, sys
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+            os.execve('/bin/sleep', ['sleep', '300'], {})
+        os._exit(0)
+    while not os.path.exists(sys.argv[1]):
+        pass
+""")
+
+
+def test_an_orphan_with_no_token_re_parented_to_the_gate_is_ended(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    outcome = run_child([sys.executable, "-c", ORPHAN, str(pid_file)], tmp_path / "record.jsonl", tmp_path / "child.log",
+                        60, dict(os.environ), lambda r: None)
+    grandchild = _pid(pid_file)
+    try:
+        assert outcome.returncode == 0
+        assert _gone_soon(grandchild), f"pid {grandchild} outlived the child"
+    finally:
+        _kill(grandchild)
+
+
+def test_an_orphan_left_by_a_command_run_to_its_end_is_ended(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    proc.run([sys.executable, "-c", ORPHAN, str(pid_file)], what="probing", timeout=60)
+    grandchild = _pid(pid_file)
+    try:
+        assert _gone_soon(grandchild), f"pid {grandchild} outlived the command"
+    finally:
+        _kill(grandchild)
