@@ -15,7 +15,9 @@ exports, and collects its verdict last (``collect``).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -55,7 +57,28 @@ _IMPORT = textwrap.dedent("""
             error += f" (raised in {where} line {frames[-1].lineno})"
         print("\\n" + json.dumps({"error": error}), flush=True)
         sys.exit(1)
+    print("\\n" + json.dumps({"end": sys.argv[1]}), flush=True)  # it reached its end: the import returned
 """)
+# Every module that imported alone, into one process, in name order: a mark before each import (to stdout, where
+# stderr is sent too), the loader's or the module's error after one that raised, an end line once all were tried.
+_TOGETHER = textwrap.dedent("""
+    import importlib, json, os, sys
+    os.dup2(1, 2)
+    for index, module in enumerate(sys.argv[1:]):
+        print("\\n" + MARK + str(index), flush=True)
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:
+            print("\\n" + json.dumps({"error": index, "message": f"{type(exc).__name__}: {exc}"}), flush=True)
+    print("\\n" + json.dumps({"end": len(sys.argv) - 1}), flush=True)
+""").replace("MARK", repr("@@smoke.child.extensions "))
+MARK = "@@smoke.child.extensions "
+# What a second registration prints: ExecuTorch's kernel registry (it then aborts), its platform layer,
+# torch's dispatcher (a second TORCH_LIBRARY or an operator defined twice: it throws, so terminate), and
+# the generic words. Matched per load or import, in what that one printed (here and smoke.child.loads).
+REGISTERED_TWICE = re.compile(r"Re-registering |Tried to register an operator|Only a single TORCH_LIBRARY|"
+                              r"Overriding a previously registered kernel|register_pal\(\) called multiple times|"
+                              r"already registered|registered twice|registered more than once", re.IGNORECASE)
 
 
 def module_name(path: str) -> str | None:
@@ -111,16 +134,91 @@ def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S, torch_lib: str 
     except GateError as exc:  # could not start, or ran past its limit
         return {"module": module, "error": str(exc), "seconds": round(time.monotonic() - start, 3)}
     seconds = round(time.monotonic() - start, 3)
-    if ran.returncode == 0:
+    if ran.returncode == 0 and _last(ran.stdout).get("end") == module:
         return {"module": module, "error": None, "seconds": seconds}
+    if ran.returncode == 0:  # exited 0 without saying the import returned: the module's own code ended the process
+        return {"module": module, "seconds": seconds,
+                "error": f"the process exited 0 while importing it, before the import returned (code run by the import ends "
+                         f"the process): {proc.tail(ran.stdout + ran.stderr) or 'it printed nothing'}"}
     if ran.returncode < 0:
         error = f"the process was ended by {signal.Signals(-ran.returncode).name}: {proc.tail(ran.stderr)}"
     else:
-        try:
-            error = json.loads(ran.stdout.strip().splitlines()[-1])["error"]
-        except (ValueError, IndexError, KeyError, TypeError):
-            error = f"exited {ran.returncode}: {proc.tail(ran.stdout + ran.stderr)}"
-    return {"module": module, "error": error, "seconds": seconds}
+        error = _last(ran.stdout).get("error") or f"exited {ran.returncode}: {proc.tail(ran.stdout + ran.stderr)}"
+    return {"module": module, "error": str(error), "seconds": seconds}
+
+
+def _last(stdout: str) -> dict:
+    """The JSON object on the last line of a process's output, or {}."""
+    try:
+        said = json.loads(stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError, RecursionError):
+        return {}
+    return said if isinstance(said, dict) else {}
+
+
+def import_together(modules: list[str], timeout: float = IMPORT_TIMEOUT_S, torch_lib: str | None = None) -> dict:
+    """Import ``modules`` into one ``python -I``, in order: what each printed (by index), the errors, how the
+    process ended and whether it reached its end. Each imports alone; two that register one kernel, operator or
+    backend each register it twice in the one process a user imports them into."""
+    import os
+
+    env = {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
+    try:
+        ran = proc.run([sys.executable, "-I", "-c", _TOGETHER, *modules], what="importing the extension modules together",
+                       timeout=timeout, check=False, env=env)
+    except GateError as exc:
+        return {"reached": -1, "output": {}, "errors": {}, "ended": False, "exit": None, "signal": None, "broken": str(exc)}
+    said: dict[int, list[str]] = {}
+    errors: dict[int, str] = {}
+    ended, current = False, -1
+    for line in ran.stdout.splitlines():
+        if line.startswith(MARK) and line[len(MARK):].strip().isdigit():
+            current = int(line[len(MARK):])
+            continue
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError, RecursionError):
+                record = json.loads(line)
+                if isinstance(record, dict) and record.get("end") == len(modules):
+                    ended = True
+                    continue
+                if isinstance(record, dict) and "error" in record:
+                    errors[int(record["error"])] = str(record.get("message"))
+                    continue
+        said.setdefault(current, []).append(line)
+    code = ran.returncode
+    return {"reached": current, "output": {i: "\n".join(lines) for i, lines in said.items() if i >= 0}, "errors": errors,
+            "ended": ended, "exit": code if code >= 0 else None, "signal": signal.Signals(-code).name if code < 0 else None}
+
+
+def together_incident(ran: dict) -> tuple[int, str] | None:
+    """Where the one process went wrong: the first import that printed a second registration, or the import during
+    which it was ended (a signal, or an exit before its end); and what was seen."""
+    for index in sorted(ran["output"]):
+        if REGISTERED_TWICE.search(ran["output"][index]) is not None:
+            return index, proc.tail(next(line for line in ran["output"][index].splitlines() if REGISTERED_TWICE.search(line)), 1)
+    if not ran["ended"]:
+        how = f"was ended by {ran['signal']}" if ran["signal"] else f"ended (exit {ran['exit']})"
+        broke = f"; {ran['broken']}" if ran.get("broken") else ""
+        return max(ran["reached"], 0), (f"the process {how} during this import, before the imports after it{broke}: "
+                                        f"{proc.tail(ran['output'].get(ran['reached'], '')) or 'it printed nothing'}")
+    return None
+
+
+def together(modules: list[str], torch_lib: str | None = None) -> dict | None:
+    """The modules that imported alone, into one process; where that goes wrong, the module being imported and
+    the one imported before it that brings it about (each alone before it, a process each), as far as found."""
+    if len(modules) < 2:
+        return None
+    start = time.monotonic()
+    found = together_incident(import_together(modules, torch_lib=torch_lib))
+    if found is None:
+        return {"modules": modules, "incident": None, "seconds": round(time.monotonic() - start, 3)}
+    index, seen = found
+    culprit = modules[index]
+    after = [other for other in modules[:index]
+             if (hit := together_incident(import_together([other, culprit], torch_lib=torch_lib))) is not None and hit[0] == 1]
+    return {"modules": modules, "incident": {"module": culprit, "after": after, "seen": seen},
+            "seconds": round(time.monotonic() - start, 3)}
 
 
 def extensions_main(out: Path) -> int:
@@ -132,7 +230,9 @@ def extensions_main(out: Path) -> int:
         return 0
     torch_lib = torch_outside()
     outcomes = [import_alone(module, torch_lib=torch_lib) for module in modules]
-    out.write_text(json.dumps({"outcomes": outcomes, "seconds": round(time.monotonic() - start, 3), "torch_lib": torch_lib}))
+    both = together([o["module"] for o in outcomes if o["error"] is None], torch_lib)
+    out.write_text(json.dumps({"outcomes": outcomes, "together": both, "seconds": round(time.monotonic() - start, 3),
+                               "torch_lib": torch_lib}))
     return 0
 
 
@@ -155,10 +255,10 @@ def collect(started: subprocess.Popen | None, workdir: Path) -> CheckResult:
                             f"{proc.file_tail(workdir / 'extensions.log')}")
     if "error" in verdict:
         return failed(name, verdict["error"])
-    return judge(verdict["outcomes"], verdict["seconds"], verdict.get("torch_lib"))
+    return judge(verdict["outcomes"], verdict["seconds"], verdict.get("torch_lib"), verdict.get("together"))
 
 
-def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None) -> CheckResult:
+def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None, both: dict | None = None) -> CheckResult:
     name = EXTENSIONS.name
     modules = [o["module"] for o in outcomes]
     broken = [o for o in outcomes if o["error"] is not None]
@@ -171,8 +271,16 @@ def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None) ->
     if broken:
         said = "; ".join(f"{o['module']}: {o['error']}" for o in broken)
         return failed(name, f"{len(broken)} of {len(outcomes)} do not import in a clean environment{stand_in}: {said}", **measured)
-    return passed(name, f"all {len(outcomes)} import, each in a process of its own with a clean loader environment "
-                        f"({seconds:.1f} s){stand_in}: {', '.join(modules)}", **measured)
+    measured["together"] = both
+    if both is not None and (found := both.get("incident")) is not None:
+        twice = REGISTERED_TWICE.search(found["seen"]) is not None  # else the process ended during that import
+        before = f" after {', '.join(found['after'])}" if found.get("after") else " after the modules before it (no one of them alone)"
+        what = "registers again what was registered" if twice else "ends the process when imported"
+        return failed(name, f"each imports alone, but imported together into one process (in name order) {found['module']} "
+                            f"{what}{before}: {found['seen']}", **measured)
+    one = ", and together into one process" if both is not None else ""
+    return passed(name, f"all {len(outcomes)} import, each in a process of its own with a clean loader environment"
+                        f"{one} ({seconds:.1f} s){stand_in}: {', '.join(modules)}", **measured)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from smoke import proc
-from smoke.child.extensions import torch_outside
+from smoke.child.extensions import REGISTERED_TWICE, torch_outside
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CHILD, Check
 
@@ -55,12 +55,6 @@ LOAD_TIMEOUT_S = 120  # one load (or one process loading them all): its static i
 SHARED_LIBRARY = re.compile(r"\.so(\.[0-9]+)*$")  # a name the loader is given: libx.so, libx.so.1.2, x.cpython-311-….so
 ELF_MAGIC = b"\x7fELF"
 MARK = "@@smoke.child.loads "  # written to the output before each load: what follows it, that load printed
-# What a second registration prints: ExecuTorch's kernel registry (it then aborts), its platform layer,
-# torch's dispatcher (a second TORCH_LIBRARY or an operator defined twice: it throws, so terminate), and
-# the generic words. Matched per load, in what that load printed.
-REGISTERED_TWICE = re.compile(r"Re-registering |Tried to register an operator|Only a single TORCH_LIBRARY|"
-                              r"Overriding a previously registered kernel|register_pal\(\) called multiple times|"
-                              r"already registered|registered twice|registered more than once", re.IGNORECASE)
 LOG_BYTES = 1 << 20  # what is read of one fork's output (its end)
 
 LOADS = Check("libraries load", CHILD, 82)
@@ -102,7 +96,9 @@ def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> 
 
     What happened, as data: ``reached`` (the index of the last load begun), ``errors`` (index: the
     loader's message, for each load that raised), ``signal`` (the signal's name where the fork was ended
-    by one), ``exit`` (its exit code otherwise), ``output`` (what each load printed, by index)."""
+    by one), ``exit`` (its exit code otherwise), ``output`` (what each load printed, by index), ``ended``
+    (whether it said it reached its end: a library whose initializer ends the process, ``_exit(0)`` included,
+    ends it during its load, before the loads after it, and never says so)."""
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
@@ -123,6 +119,7 @@ def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> 
                 except OSError as exc:
                     os.write(write, (json.dumps({"error": index, "message": _said(str(exc))}) + "\n").encode())
             os.write(write, (json.dumps({"mapped": mapped()}) + "\n").encode())
+            os.write(write, (json.dumps({"end": len(paths)}) + "\n").encode())  # it reached its end (below)
         except BaseException as exc:  # noqa: BLE001 - said, then the fork ends
             os.write(write, (json.dumps({"broken": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
         finally:
@@ -140,7 +137,8 @@ def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> 
     reached = max((e["loading"] for e in events if "loading" in e), default=-1)
     outcome: dict[str, Any] = {"reached": reached, "errors": {e["error"]: e["message"] for e in events if "error" in e},
                "signal": signal.Signals(-code).name if code < 0 else None, "exit": code if code >= 0 else None,
-               "output": split_output(log), "mapped": next((e["mapped"] for e in events if "mapped" in e), [])}
+               "output": split_output(log), "mapped": next((e["mapped"] for e in events if "mapped" in e), []),
+               "ended": any(e.get("end") == len(paths) for e in events)}
     broken = [e["broken"] for e in events if "broken" in e]
     if broken:
         outcome["broken"] = broken[0]
@@ -187,6 +185,9 @@ def alone(path: str, log: Path) -> dict:
     elif ran.get("broken") or ran["exit"]:
         broke = ran.get("broken") or f"exit {ran['exit']}"
         error = f"the loading process broke: {broke}: {proc.tail(output)}"
+    elif not ran["ended"]:
+        error = (f"the process ended (exit {ran['exit']}) while loading it, before the load returned: its initializer "
+                 f"ends the process: {proc.tail(output) or 'it printed nothing'}")
     else:
         error = None
     return {"error": error, "seconds": round(time.monotonic() - start, 3), "mapped": ran["mapped"] if error is None else []}
@@ -225,8 +226,12 @@ def incident(ran: dict) -> tuple[int, str] | None:
             line = next(line for line in ran["output"][index].splitlines() if REGISTERED_TWICE.search(line))
             ended = f" (and the process was ended by {ran['signal']})" if ran["signal"] and index == ran["reached"] else ""
             return index, proc.tail(line, 1) + ended
+    said = proc.tail(ran["output"].get(ran["reached"], "")) or "it printed nothing"
     if ran["signal"] and ran["reached"] >= 0:
-        return ran["reached"], f"the process was ended by {ran['signal']}: {proc.tail(ran['output'].get(ran['reached'], '')) or 'it printed nothing'}"
+        return ran["reached"], f"the process was ended by {ran['signal']}: {said}"
+    if not ran["ended"] and ran["reached"] >= 0:  # an exit, 0 or not, during a load: the loads after it never ran
+        broke = f"; {ran['broken']}" if ran.get("broken") else ""
+        return ran["reached"], f"the process ended (exit {ran['exit']}) during this load, before the loads after it{broke}: {said}"
     return None
 
 
@@ -373,13 +378,18 @@ def judge(verdict: dict) -> list[CheckResult]:
     elif both["incident"] is not None:
         found = both["incident"]
         also = f" (loading {', '.join(found['also'])} before it does the same)" if found.get("also") else ""
+        twice = REGISTERED_TWICE.search(found["seen"]) is not None  # else it ended the process (a signal, an exit)
         if found["after"]:
-            first = f"{found['library']} registers again what {found['after']} registered{also}"
+            first = (f"{found['library']} registers again what {found['after']} registered{also}" if twice else
+                     f"{found['library']} ends the process when loaded after {found['after']}{also}")
         elif found.get("alone"):
-            first = f"{found['library']} registers something twice when loaded alone into a process beside nothing else of the wheel's"
+            first = (f"{found['library']} registers something twice when loaded alone into a process beside nothing else of "
+                     f"the wheel's" if twice else f"{found['library']} ends the process when loaded alone after import torch")
         else:
             first = (f"{found['library']} registers again what the libraries loaded before it registered (no one of them "
-                     f"loaded alone before it does)")
+                     f"loaded alone before it does)" if twice else
+                     f"{found['library']} ends the process when loaded after the libraries before it (after no one of them "
+                     f"alone)")
         loaded = n - len(both.get("left_out") or [])
         results.append(failed(REGISTERED_ONCE.name, f"loading the {loaded} libraries into one process (after import torch, in path "
                                                     f"order): {first}: {found['seen']}", **both))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -154,3 +155,61 @@ def test_torch_from_another_environment_stands_in_for_site_packages_and_says_so(
                               "/opt/torch/.venv/lib/python3.12/site-packages/torch/lib")
     assert ("; torch is outside site-packages, so /opt/torch/.venv/lib/python3.12/site-packages/torch/lib stood in for "
             "site-packages/torch/lib: executorch.extension.pybindings._portable_lib") in result.reason
+
+
+# --- a process counts as done only when it says it reached its end; imported together (issue 37) --------
+
+def _module(tmp_path: Path, name: str, body: str) -> bytes:
+    """An extension module compiled here: its PyInit runs ``body`` first, then makes an empty module."""
+    import sysconfig
+
+    source = tmp_path / f"{name}.c"
+    source.write_text("#include <Python.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+                      f"static struct PyModuleDef def = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, -1, NULL}};\n"
+                      f"PyMODINIT_FUNC PyInit_{name}(void) {{ {body} return PyModule_Create(&def); }}\n")
+    built = tmp_path / f"{name}.so"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o", str(built), str(source)],
+                   check=True)
+    return built.read_bytes()
+
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make an extension module")
+
+
+@needs_cc
+def test_a_module_whose_init_exits_0_does_not_import(real_files, tmp_path):
+    exits = {"executorch/exits.cpython-311-x86_64-linux-gnu.so": _module(tmp_path, "exits", "_exit(0);")}
+    python = _install(tmp_path / "venv", {**real_files, **exits})
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    result = extensions.judge(verdict["outcomes"], verdict["seconds"], None, verdict["together"])
+    assert result.status is Status.FAIL and result.measured["imported"] == 1
+    assert ("executorch.exits: the process exited 0 while importing it, before the import returned (code run by the "
+            "import ends the process): it printed nothing") in result.reason
+
+
+@needs_cc
+def test_two_modules_that_register_one_thing_each_import_alone_and_fail_together(real_files, tmp_path):
+    # Each registers a kernel in a process-wide registry (an environment variable stands in for it); the second
+    # registration prints the runtime's words and aborts, as ExecuTorch's kernel registry does (executorch#21642).
+    register = ('if (getenv("SMOKE_TEST_KERNEL")) { fputs("Re-registering aten::add.out\\n", stderr); abort(); } '
+                'setenv("SMOKE_TEST_KERNEL", "1", 1);')
+    twice = {f"executorch/{name}.cpython-311-x86_64-linux-gnu.so":
+             _module(tmp_path, name, register) for name in ("kernels_a", "kernels_b")}
+    python = _install(tmp_path / "venv", {**real_files, **twice})
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    assert [o["error"] for o in verdict["outcomes"]] == [None, None, None]  # each alone imports
+    result = extensions.judge(verdict["outcomes"], verdict["seconds"], None, verdict["together"])
+    assert result.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
+                             "(in name order) executorch.kernels_b registers again what was registered after "
+                             "executorch.kernels_a: Re-registering aten::add.out")
+
+
+@needs_cc
+def test_the_real_module_and_another_import_together_and_say_so(real_files, tmp_path):
+    real_files["executorch/plain.cpython-311-x86_64-linux-gnu.so"] = _module(tmp_path, "plain", "")
+    python = _install(tmp_path / "venv", real_files)
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    result = extensions.judge(verdict["outcomes"], verdict["seconds"], None, verdict["together"])
+    assert result.status is Status.PASS, result.line()
+    assert result.reason.startswith("all 2 import, each in a process of its own with a clean loader environment, and "
+                                    "together into one process (")

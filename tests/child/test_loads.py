@@ -180,8 +180,10 @@ def test_the_verdict_is_judged_as_data():
     ({"library": "b.so", "after": "a.so", "also": ["c.so"], "seen": "Re-registering x"},
      "b.so registers again what a.so registered (loading c.so before it does the same): Re-registering x"),
     ({"library": "b.so", "after": None, "also": [], "alone": True, "seen": "the process was ended by SIGABRT: boom"},
+     "b.so ends the process when loaded alone after import torch: the process was ended by SIGABRT: boom"),
+    ({"library": "b.so", "after": None, "also": [], "alone": True, "seen": "Re-registering x"},
      "b.so registers something twice when loaded alone into a process beside nothing else of the wheel's: "
-     "the process was ended by SIGABRT: boom"),
+     "Re-registering x"),
     ({"library": "b.so", "after": None, "also": [], "seen": "Re-registering x"},
      "b.so registers again what the libraries loaded before it registered (no one of them loaded alone before it does): "
      "Re-registering x"),
@@ -193,3 +195,42 @@ def test_registered_once_names_who_registered_first_as_far_as_it_was_found(incid
                "together": {"loaded": 3, "errors": {}, "left_out": [], "incident": incident, "seconds": 0.1}}
     once = loads.judge(verdict)[2]
     assert once.line() == f"FAIL registered once: loading the 3 libraries into one process (after import torch, in path order): {said}"
+
+
+# --- a process counts as done only when it says it reached its end (issue 37) ------------------------
+
+def _library(tmp_path: Path, name: str, body: str) -> bytes:
+    source = tmp_path / f"{name}.c"
+    source.write_text("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <unistd.h>\n"
+                      f"__attribute__((constructor)) static void init(void) {{ {body} }}\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / f"{name}.so"), str(source), "-ldl"], check=True)
+    return (tmp_path / f"{name}.so").read_bytes()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that ends the process")
+def test_a_library_whose_initializer_exits_0_fails_and_does_not_hide_a_second_registration(real_files, tmp_path):
+    # Its initializer calls _exit(0): before, each of its loads "loaded" (the process exited 0), and, loaded first
+    # into the one process, it ended that process before the kernels shipped twice were loaded (registered once PASSed).
+    real_files["executorch/lib/libaaa_exits.so"] = _library(tmp_path, "libaaa_exits", 'fputs("bye\\n", stderr); _exit(0);')
+    real_files[QUANTIZED_COPY] = real_files[QUANTIZED]
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    for name in ("libraries load", "libraries load before torch"):
+        assert results[name].status is Status.FAIL
+        assert ("executorch/lib/libaaa_exits.so: the process ended (exit 0) while loading it, before the load returned: "
+                "its initializer ends the process: bye") in results[name].reason
+    line = results["registered once"].line()
+    assert line.startswith("FAIL registered once: loading the 5 libraries into one process (after import torch, in path order): "
+                           f"{QUANTIZED_COPY} registers again what {QUANTIZED} registered: "), line
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that ends the process")
+def test_a_library_that_ends_the_one_process_with_exit_1_fails_registered_once(real_files, tmp_path):
+    # Alone it loads; loaded after the quantized kernels (as in the one process, in path order) it exits 1.
+    real_files["executorch/lib/libzzz_exits.so"] = _library(
+        tmp_path, "libzzz_exits", 'if (dlopen("libexecutorch_kernels_quantized.so", RTLD_NOW | RTLD_NOLOAD)) _exit(1);')
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    assert results["libraries load"].status is Status.PASS, results["libraries load"].line()
+    assert results["registered once"].line() == (
+        "FAIL registered once: loading the 5 libraries into one process (after import torch, in path order): "
+        f"executorch/lib/libzzz_exits.so ends the process when loaded after {QUANTIZED}: the process ended (exit 1) "
+        "during this load, before the loads after it: it printed nothing")
