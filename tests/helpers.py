@@ -172,7 +172,9 @@ PHASE = json.dumps({"kind": "phase", "name": "load and run (weighted)", "event":
 def fake_child(tmp_path, body: str, timeout: float = 30):
     record, log = tmp_path / "record.jsonl", tmp_path / "child.log"
     script = textwrap.dedent(f"""
-        import os, signal, sys, time
+        import json, os, signal, sys, time
+        TOKEN = sys.stdin.readline().strip()  # the run's, as the real child reads it (smoke.child.__main__)
+        END = json.dumps({{"kind": "end", "token": TOKEN}})
         rec = open({str(record)!r}, "a")
         def w(line): rec.write(line + "\\n"); rec.flush()
     """) + textwrap.dedent(body)

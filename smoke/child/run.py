@@ -7,7 +7,7 @@ file``, ``weights in the data file``), loads the programs with their data files 
 PyTorch (``smoke.child.models``), and runs the negative control (``smoke.child.negative``). It speaks to the
 parent through its record file (``smoke.record``) and hears its answers on stdin.
 
-Usage (the parent does this): ``python -m smoke.child ROW.json WORKDIR RECORD [--fail-fast] [--no-overlap]
+Usage (the parent does this): ``python -S -m smoke.child ROW.json WORKDIR RECORD [--fail-fast] [--no-overlap]
 [--parallel-exports yes|no]``, the options being the row's own (``smoke.options``).
 """
 
@@ -135,7 +135,9 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, started: subprocess.Popen
         rec.check(check_portable(workdir / "portable", lambda pte: ask(rec, "program", path=str(pte))))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, token: str = "") -> int:
+    """The child's work; ``token``, the run's (the first line its parent wrote on its stdin, read by
+    ``smoke.child.__main__`` before site-packages was searched), is carried by its end record."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m smoke.child")
     parser.add_argument("row", type=Path, help="the row, as data: ROW.json (smoke.child.row)")
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         gate(args.row, args.workdir, rec, overlap=args.overlap, parallel_exports=args.parallel_exports)
     except FailFast:
         pass
-    rec.write(kind="end")
+    rec.write(kind="end", token=token)
     return 0
 
 

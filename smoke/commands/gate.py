@@ -286,7 +286,7 @@ def child_run(state: RowRun) -> bool:
     with machine("the work folder", workdir, "--workdir"):
         record.write_text("")
         row_file.write_text(json.dumps(child_data(row)), encoding="utf-8")
-    cmd = [str(env.python), "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
+    cmd = [str(env.python), "-S", "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     def on_probe(facts: dict) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -33,6 +34,7 @@ RECORD_LINE_BYTES = 4 * MIB  # a record line longer than this is not read
 RECORD_BYTES = 16 * MIB  # a record past this ends the child
 LOG_BYTES = 256 * MIB  # an output past this ends the child
 BAD_KEPT = 1  # the bad lines quoted (the rest are counted)
+TOKEN_BYTES = 16  # the run's token, given to the child on its stdin
 
 
 @dataclass
@@ -47,6 +49,7 @@ class ChildOutcome:
     stopped: bool = False  # the parent ended it (fail-fast on a check it judged)
     bad_count: int = 0  # lines that are not records (``bad_lines`` quotes the first)
     overflow: str | None = None  # what the child wrote past a cap (it was ended)
+    token: str = ""  # this run's: given to the child on its stdin; its end record must carry it
 
     def bad(self, text: str) -> None:
         self.bad_count += 1
@@ -96,7 +99,10 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
     elif kind == "ask":
         return on_ask(record)
     elif kind == "end":
-        outcome.finished = True
+        if outcome.token and record.get("token") == outcome.token:
+            outcome.finished = True
+        else:  # written by what does not hold this run's token: code the wheel ran at start-up, say
+            outcome.bad(f"an end record without this run's token: {line[:200]}")
     return None
 
 
@@ -106,12 +112,18 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
               on_probe: Callable[[dict], None] = lambda facts: None,
               on_ask: Callable[[dict], dict] = _no_answer) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up; then end
-    whatever it started and left running. Its questions (``smoke.child.ask``) are answered on its stdin."""
-    outcome = ChildOutcome({}, False, None, False, None, [])
+    whatever it started and left running. Its questions (``smoke.child.ask``) are answered on its stdin.
+
+    The first line on its stdin is a token made for this run (``TOKEN_BYTES`` random bytes): the child reads it
+    before anything of the environment's runs (``python -S``, then ``site.main()``: ``smoke.child.__main__``), and
+    its end record carries it. A child counts as finished only by an end record with the token: an end written by
+    anything else, code a ``.pth`` file runs at start-up included, is a broken child, not a finished one."""
+    outcome = ChildOutcome({}, False, None, False, None, [], token=secrets.token_hex(TOKEN_BYTES))
     record.touch()
     with log.open("wb") as log_handle, record.open("rb") as reader:
         child = proc.start(cmd, stdin=subprocess.PIPE, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
                            own_group=True)
+        _answer_line(child, outcome.token)
         try:
             _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe, on_ask)
         finally:  # Ctrl-C, SIGTERM (Interrupted), an error of ours, or its leftovers: nothing outlives us
@@ -168,10 +180,14 @@ class _Lines:
 
 def _answer(child, answer: dict) -> None:
     """One JSON line on the child's stdin; a child that has gone hears nothing (its end is judged as ever)."""
+    _answer_line(child, json.dumps(answer))
+
+
+def _answer_line(child, text: str) -> None:
     if child.stdin is None:
         return
     try:
-        child.stdin.write((json.dumps(answer) + "\n").encode())
+        child.stdin.write((text + "\n").encode())
         child.stdin.flush()
     except (BrokenPipeError, OSError, ValueError):
         pass

@@ -15,9 +15,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -27,11 +29,11 @@ from hypothesis import strategies as st
 from smoke.environment import follow
 from smoke.environment.follow import judge_child, run_child
 from smoke.results import Status
-from tests.helpers import CHECK, PHASE, fake_child
+from tests.helpers import CHECK, PHASE, REPO, fake_child
 
 
 def test_a_finished_child_is_not_judged(tmp_path):
-    outcome, verdict, seen = fake_child(tmp_path, f"w({CHECK!r}); w('{{\"kind\": \"end\"}}')")
+    outcome, verdict, seen = fake_child(tmp_path, f"w({CHECK!r}); w(END)")
     assert verdict is None and [r.name for r in seen] == ["export (weightless)"]
 
 
@@ -76,7 +78,8 @@ def child(tmp_path, body: str, timeout: float = 60):
     """Run ``body`` as the child (``rec`` is its record, opened binary); the outcome, the verdict, the
     checks seen, and the gate's peak of Python memory while it followed and judged the child."""
     record, log = tmp_path / "record.jsonl", tmp_path / "child.log"
-    script = f"import os, sys, time\nrec = open({str(record)!r}, 'ab', buffering=0)\n" + body
+    script = (f"import json, os, sys, time\nTOKEN = sys.stdin.readline().strip()\n"
+              f"END = json.dumps({{'kind': 'end', 'token': TOKEN}})\nrec = open({str(record)!r}, 'ab', buffering=0)\n" + body)
     seen = []
     tracemalloc.start()
     try:
@@ -117,7 +120,7 @@ def test_a_record_line_of_megabytes_is_not_read_and_is_a_broken_child(tmp_path):
     # 5 MiB on one record line, then a real check and the end: the check still counts.
     outcome, verdict, seen, peak = child(
         tmp_path, f"rec.write(b'{{\"kind\": \"log\", \"text\": \"' + b'z' * (5 << 20) + b'\"}}\\n')\n"
-                  f"rec.write({CHECK!r}.encode() + b'\\n'); rec.write({END!r}.encode() + b'\\n')\n")
+                  f"rec.write({CHECK!r}.encode() + b'\\n'); rec.write(END.encode() + b'\\n')\n")
     assert [r.name for r in seen] == ["export (weightless)"] and outcome.finished
     assert verdict.status is Status.FAIL
     assert verdict.reason == ("wrote 1 lines that are not check records, first: "
@@ -135,7 +138,7 @@ def test_a_record_line_with_no_end_is_a_broken_child(tmp_path):
 
 def test_a_record_that_is_not_utf8_is_a_broken_child_not_a_traceback(tmp_path):
     _, verdict, seen, _ = child(tmp_path, f"rec.write(b'\\xff\\xfe{{\\n'); rec.write({CHECK!r}.encode() + b'\\n'); "
-                                          f"rec.write({END!r}.encode() + b'\\n')\n")
+                                          f"rec.write(END.encode() + b'\\n')\n")
     assert [r.name for r in seen] == ["export (weightless)"]
     assert verdict.status is Status.FAIL
     assert verdict.reason == "wrote 1 lines that are not check records, first: '\ufffd\ufffd{'"
@@ -157,7 +160,7 @@ def test_a_record_past_its_cap_ends_the_child(tmp_path, monkeypatch):
 
 def test_a_check_record_with_a_number_past_float_is_a_broken_child(tmp_path):
     record = CHECK[:-1] + ', "seconds": ' + "9" * 400 + "}"
-    _, verdict, _, _ = child(tmp_path, f"rec.write({record!r}.encode() + b'\\n'); rec.write({END!r}.encode() + b'\\n')\n")
+    _, verdict, _, _ = child(tmp_path, f"rec.write({record!r}.encode() + b'\\n'); rec.write(END.encode() + b'\\n')\n")
     assert verdict.status is Status.FAIL and "lines that are not check records" in verdict.reason
 
 
@@ -248,3 +251,56 @@ def test_a_record_line_of_a_gigabyte_is_ended_at_the_real_cap(tmp_path):
     _, verdict, _, peak = child(tmp_path, "b = b'x' * (1 << 20)\nfor _ in range(1024): rec.write(b)\nsys.exit(1)", timeout=120)
     assert verdict.reason.startswith("ended: its record passed 16 MiB (a real run's is a few kB)")
     assert peak < 16 * MIB, peak  # a pending line (4 MiB cap) and a chunk, joined
+
+
+# --- the child's end carries the run's token (issue 37) ----------------------------------------------
+
+# A .pth file as a wheel could ship it: at start-up it writes passing records and the end to the record file (the
+# child's last argument), then ends the process, before the child has run.
+FORGED = "".join(json.dumps({"kind": "check", "name": name, "status": "pass", "reason": "forged"}) + "\n"
+                 for name in ("export (weighted)", "run with data file (weighted)")) + json.dumps({"kind": "end"}) + "\n"
+FORGER = f"import os, sys; rec = open(sys.argv[-1], 'a'); rec.write({FORGED!r}); rec.close(); os._exit(0)\n"
+
+
+def test_an_end_written_at_start_up_by_a_pth_file_is_not_the_childs(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site = next((tmp_path / "venv").glob("lib/python3*/site-packages"))
+    (site / "forger.pth").write_text(FORGER)
+    python = tmp_path / "venv" / "bin" / "python"
+    row = tmp_path / "row.json"
+    row.write_text("{}")
+    record, log = tmp_path / "record.jsonl", tmp_path / "child.log"
+    seen = []
+    outcome = run_child([str(python), "-S", "-m", "smoke.child", str(row), str(tmp_path), str(record)], record, log, 60,
+                        dict(os.environ), seen.append)
+    assert [r.reason for r in seen] == ["forged", "forged"], outcome.bad_lines  # read: but the child never finished
+    assert not outcome.finished and outcome.returncode == 0
+    verdict = judge_child(outcome, 60, log)
+    assert verdict.status is Status.FAIL
+    assert verdict.reason == ("wrote 1 lines that are not check records, first: "
+                              "'an end record without this run\\'s token: {\"kind\": \"end\"}'")
+
+
+def test_the_token_is_read_before_site_packages_runs_anything(tmp_path):
+    # The .pth runs as the child's site-packages is searched, after the child read the token from its stdin: it
+    # finds nothing there to forge the end with.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site = next((tmp_path / "venv").glob("lib/python3*/site-packages"))
+    (site / "reader.pth").write_text("import os, sys, select; r, _, _ = select.select([sys.stdin], [], [], 0); "
+                                     "print('stdin ready' if r else 'stdin empty', flush=True); os._exit(0)\n")
+    python = tmp_path / "venv" / "bin" / "python"
+    assert _started_with_the_token(python, "-S") == "stdin empty"
+    assert _started_with_the_token(python) == "stdin ready"  # the control: a plain python runs the .pth first
+
+
+def _started_with_the_token(python: Path, *flags: str) -> str:
+    """What the .pth saw of ``python [flags] -m smoke.child`` given the token, its stdin then left open."""
+    child = subprocess.Popen([str(python), *flags, "-m", "smoke.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        child.stdin.write("the-token\n")
+        child.stdin.flush()
+        return child.stdout.readline().strip()
+    finally:
+        child.kill()
+        child.wait()
