@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from smoke.checks import duplicates, foreign, linux, macos, startup, tagged, windows
+from smoke.checks import duplicates, foreign, linux, macos, requirements, startup, tagged, windows
 from smoke.child import loads
 from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS
 from smoke.rows import ROWS
@@ -28,8 +28,8 @@ BY_SYSTEM = {LINUX: linux, MACOS: macos, WINDOWS: windows}
 def common(system: str = LINUX) -> tuple[Check, ...]:
     """Every row's checks, for a wheel of that system (``Row.system``)."""
     own = BY_SYSTEM[system]
-    return (*tagged.CHECKS, *foreign.CHECKS, *startup.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS, *own.ENVIRONMENT_CHECKS, *CHILD_CHECKS,
-            *loads.CHECKS)
+    return (*tagged.CHECKS, *foreign.CHECKS, *startup.CHECKS, *requirements.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS,
+            *own.ENVIRONMENT_CHECKS, *CHILD_CHECKS, *loads.CHECKS)
 
 
 def for_row(row: Row, stage: str | None = None) -> list[Check]:

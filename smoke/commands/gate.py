@@ -24,7 +24,7 @@ from typing import Iterator
 
 from smoke import options as opts
 from smoke import paths, report, stages
-from smoke.checks import exported, installed, pipeline, shipped
+from smoke.checks import exported, installed, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
 from smoke.environment import download, installer, loaderenv
@@ -202,12 +202,9 @@ def files_only_elsewhere(state: RowRun) -> bool:
     file_checks(run, row, wheel, state.options)
     say(state.elsewhere)
     facts = SYSTEMS[row.system]
-    why = (f"not run: the {facts.words} row's installed half is not built yet" if not facts.installed_half else
-           f"not run: the {row.name} row installs and runs the wheel on {facts.words} only (this host: {host_words()})")
-    for check in (*pipeline.for_row(row, stages.ENVIRONMENT), *pipeline.for_row(row, stages.CHILD)):
-        if check is not stages.CHILD_PROCESS:
-            for result_name in check.names():
-                emit(run, skipped(result_name, why))
+    skip_installed_half(state, f"not run: the {facts.words} row's installed half is not built yet" if not facts.installed_half
+                        else f"not run: the {row.name} row installs and runs the wheel on {facts.words} only (this host: "
+                             f"{host_words()})")
     return False
 
 
@@ -234,7 +231,21 @@ def files_checked(state: RowRun) -> bool:
     if state.run.libraries.unreadable or state.run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
         say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
         return False
+    declared = next((r for r in state.run.results if r.name == requirements.TORCH_REQUIREMENT.name), None)
+    if declared is not None and declared.status is Status.FAIL and state.options.constraints is None:
+        say(f"the environment is not built: the wheel's requirements cannot be installed as declared beside its paired "
+            f"torch (see {declared.name})")
+        skip_installed_half(state, f"not run: the environment is not built (see {declared.name})")
+        return False
     return True
+
+
+def skip_installed_half(state: RowRun, why: str) -> None:
+    """Every check of the environment and the child, recorded as skipped for ``why`` (printed, never silent)."""
+    for check in (*pipeline.for_row(state.row, stages.ENVIRONMENT), *pipeline.for_row(state.row, stages.CHILD)):
+        if check is not stages.CHILD_PROCESS:
+            for result_name in check.names():
+                emit(state.run, skipped(result_name, why))
 
 
 def environment_built(state: RowRun) -> bool:

@@ -66,7 +66,7 @@ def pair(wheel: Wheel) -> Pairing:
         return Pairing(torch, f"{newer} and declares no torch: paired with the newest line's torch {torch} "
                               f"(pass --constraints FILE to choose another)", True)
     for torch in candidates:
-        if all(_admits_line(req, torch, pre) for req in declared):
+        if all(admits_line(req, torch, pre) for req in declared):
             spec = ", ".join(str(req) for req in declared)
             return Pairing(torch, f"{newer}: paired with torch {torch}, the newest line it declares ({spec}) admits "
                                   f"(pass --constraints FILE to choose another)", True)
@@ -75,7 +75,7 @@ def pair(wheel: Wheel) -> Pairing:
                          f"({', '.join(candidates)}); pass --constraints FILE with a pinned torch line")
 
 
-def _admits_line(req, torch: str, pre: bool) -> bool:
+def admits_line(req, torch: str, pre: bool) -> bool:
     """Whether the requirement admits some release of a torch line (its .0 or a later patch or pre-release of it)."""
     probes = [Version(f"{torch}.{patch}") for patch in range(0, 10)] + [Version(f"{torch}.0a0"), Version(f"{torch}.0.dev0")]
     return any(req.specifier.contains(v, prereleases=True if v.is_prerelease else pre) for v in probes)

@@ -25,7 +25,7 @@ def test_the_windows_import_library_in_a_linux_wheel_warns_and_fails_only_when_s
     assert strict.returncode == 1 and "(strict: warnings fail)" in strict.stdout, strict.stdout + strict.stderr
     proc = smoke("inspect", pypi_wheel("aarch64", "1.4.1"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "inspect-cpu_aarch64: PASSED: 10 passed, 0 failed, 0 skipped, 1 warned in " in proc.stdout
+    assert "inspect-cpu_aarch64: PASSED: 11 passed, 0 failed, 0 skipped, 1 warned in " in proc.stdout
     assert line(proc, "WARN foreign files: ") == (
         "WARN foreign files: 1 file of another platform than Linux, which nothing here loads: "
         "executorch/data/lib/aoti_cuda_shims.lib (a Windows library archive); leave them out of the Linux wheel")
@@ -43,7 +43,7 @@ def test_a_dylib_or_dll_in_a_linux_wheel_and_an_elf_so_in_a_windows_wheel_warn(w
         "(a Windows PE file), executorch/lib/libexecutorch.dylib (a macOS Mach-O file); leave them out of the Linux wheel")
     windows = rewrite_wheel(windows_1_0_0, tmp_path / "windows", add={"executorch/extension/pybindings/_C.so": elf})
     proc = smoke("inspect", windows)
-    assert proc.returncode == 0 and "inspect-cpu_windows_x86_64: PASSED: 6 passed, 0 failed, 0 skipped, 1 warned" in proc.stdout
+    assert proc.returncode == 0 and "inspect-cpu_windows_x86_64: PASSED: 7 passed, 0 failed, 0 skipped, 1 warned" in proc.stdout
     assert line(proc, "WARN foreign files: ") == (
         "WARN foreign files: 1 file of another platform than Windows, which nothing here loads: "
         "executorch/extension/pybindings/_C.so (a Linux ELF file); leave them out of the Windows wheel")

@@ -78,7 +78,8 @@ def test_cpu_build_on_cuda_row_with_fail_fast_ends_before_any_environment(wheel_
     seconds = time.monotonic() - start
     assert proc.returncode == 1  # the wheel failed the gate
     assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in proc.stdout
-    assert "5 passed, 1 failed, 0 skipped" in proc.stdout  # wheel tags, foreign files, start-up code, platform tag and architecture, then CUDA build
+    # wheel tags, foreign files, start-up code, torch requirement, platform tag and architecture, then CUDA build
+    assert "6 passed, 1 failed, 0 skipped" in proc.stdout
     assert f"a CPU build is gated by the CPU row: nox -s cpu_x86_64 -- {wheel_x86_64}" in proc.stdout
     assert not (tmp_path / "env").exists()
     assert seconds < 20

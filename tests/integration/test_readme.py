@@ -45,7 +45,7 @@ def test_nox_lists_the_rows_without_noise(gate_python):
 def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, declared_x86_64, tmp_path):
     proc = run(gate_python, "-m", "nox", "-s", "inspect", "--", str(declared_x86_64), "--row", "cpu_x86_64", "--report-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "inspect-cpu_x86_64: PASSED: 11 passed, 0 failed, 0 skipped" in proc.stdout
+    assert "inspect-cpu_x86_64: PASSED: 12 passed, 0 failed, 0 skipped" in proc.stdout
     assert "uv binary not found" not in proc.stdout + proc.stderr
     reports = REPO / "docs" / "runs" / "2026-12-05-device-after-redesign"  # the CUDA row's report of schema 3, from the GPU
     proc = run(gate_python, "-m", "nox", "-s", "summary", "--", str(reports), "--release", "cuda")

@@ -111,9 +111,9 @@ def test_without_a_waiver_the_finding_fails_and_the_windows_library_only_warns(t
     assert "WARN foreign files: 1 file of another platform than Linux, which nothing here loads: " \
            "executorch/data/lib/aoti_cuda_shims.lib (a Windows library archive)" in out
     assert f"FAIL one runtime core: two copies of the runtime's state in one process: {QNN}" in out
-    assert "inspect-cpu_x86_64: FAILED: 9 passed, 1 failed, 0 skipped, 1 warned in " in out
+    assert "inspect-cpu_x86_64: FAILED: 10 passed, 1 failed, 0 skipped, 1 warned in " in out
     jsonschema.validate(report, SCHEMA)
-    assert report["counts"] == {"pass": 8, "fail": 1, "skip": 0, "warn": 1, "waived": 0} and report["strict"] is False
+    assert report["counts"] == {"pass": 10, "fail": 1, "skip": 0, "warn": 1, "waived": 0} and report["strict"] is False
 
 
 def test_a_waiver_with_a_reason_makes_the_fail_waived_and_the_row_pass(tmp_path):
@@ -127,7 +127,7 @@ def test_a_waiver_with_a_reason_makes_the_fail_waived_and_the_row_pass(tmp_path)
     assert QNN in waived and waived.endswith("(waived: QNN's AOT library is loaded by a QNN export only)")
     assert "waiver unused: [[waive]] check = 'wheel RECORD' matched no finding of this run (never needed)" in out
     assert "policy: torch is declared (the default for a release version, 1.4.1); 2 waivers" in out
-    assert "inspect-cpu_x86_64: PASSED: 9 passed, 0 failed, 0 skipped, 1 warned, 1 waived in " in out
+    assert "inspect-cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped, 1 warned, 1 waived in " in out
     jsonschema.validate(report, SCHEMA)
     check = next(c for c in report["checks"] if c["name"] == "one runtime core")
     assert check["status"] == "waived"
@@ -162,7 +162,7 @@ def test_strict_makes_a_warning_fail_from_the_policy_or_the_command_line(tmp_pat
         proc, report = _inspect_141(tmp_path, "--policy", str(policy), *args)
         out = proc.stdout
         assert proc.returncode == 1, out + proc.stderr
-        assert "inspect-cpu_x86_64: FAILED: 9 passed, 0 failed, 0 skipped, 1 warned, 1 waived (strict: warnings fail) in " in out
+        assert "inspect-cpu_x86_64: FAILED: 10 passed, 0 failed, 0 skipped, 1 warned, 1 waived (strict: warnings fail) in " in out
         jsonschema.validate(report, SCHEMA)
         assert report["verdict"] == "fail" and report["strict"] is True and report["exit_code"] == 1
         assert '<failure message="1 file of another platform than Linux' in (tmp_path / "reports" / "inspect-cpu_x86_64.xml").read_text()
