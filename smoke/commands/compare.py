@@ -16,8 +16,8 @@ OLD fits too), each on its own:
 
 Exit 1 when a check regressed or outputs drifted past the tolerance, naming each; 0 otherwise (the drift is
 printed as information); 2 when it cannot judge (a GateError, one ERROR line). ``--report-dir DIR`` writes
-``DIR/compare-ROW.json`` (``docs/compare-schema.json``) and ``DIR/compare-ROW.md``; under GitHub Actions the
-Markdown goes to the step summary too.
+``DIR/compare-ROW.json`` (``docs/compare-schema.json``) and ``DIR/compare-ROW.md``, one compare of a row at a time
+(``hold_reports``); under GitHub Actions the Markdown goes to the step summary too.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from smoke.checks import pipeline, shipped
 from smoke.child.models import ATOL, RTOL
 from smoke.commands import drift
 from smoke.console import say
+from smoke.environment import folders as owned
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, Row, check_machine
@@ -391,6 +392,13 @@ def report_paths(folder: Path, row: str) -> list[Path]:
     return [folder / f"compare-{row}.json", folder / f"compare-{row}.md"]
 
 
+def hold_reports(folder: Path, row: str) -> contextlib.AbstractContextManager[None]:
+    """The row's two reports in ``folder``, held by this compare from before any work until they are written: a
+    second compare of the row into the folder meanwhile is refused at once (one ERROR line, exit 2), instead of
+    the two runs writing over each other's reports. One run after another replaces the reports, as a row's run does."""
+    return owned.lock_file(folder / f".compare-{row}.lock", "report folder", "--report-dir")
+
+
 def check_targets(folder: Path, row: str) -> None:
     """Refuse, before any work, a report path where something the gate did not write is (a link, a folder, a
     device, a file that is not an earlier comparison): the gate replaces its own reports only."""
@@ -451,8 +459,15 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
     start = time.monotonic()
     old, new = _read(old_path, "OLD"), _read(new_path, "NEW")
     row = choose_row(old, new, row_name)
-    if report_dir is not None:
-        check_targets(report_dir, row.name)  # before any work: nothing the gate did not write is replaced
+    with contextlib.ExitStack() as held:
+        if report_dir is not None:
+            held.enter_context(hold_reports(report_dir, row.name))  # one compare at a time writes them
+            check_targets(report_dir, row.name)  # before any work: nothing the gate did not write is replaced
+        return _compare(old, new, row, static_only, report_dir, env_dir, passed, start)
+
+
+def _compare(old: wheels.Wheel, new: wheels.Wheel, row: Row, static_only: bool, report_dir: Path | None,
+             env_dir: Path | None, passed: list[str], start: float) -> int:
     say(f"OLD: {old.filename}, executorch {old.version}, sha256 {old.sha256}")
     say(f"NEW: {new.filename}, executorch {new.version}, sha256 {new.sha256}")
     how = "the wheel-file checks and static drift only (--static-only)" if static_only else "each wheel run whole, in its own environment"

@@ -469,3 +469,20 @@ def test_its_own_earlier_reports_are_replaced(same_twice, declared_x86_64):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in reports.iterdir()) == ["compare-cpu_x86_64.json", "compare-cpu_x86_64.md"]
     report_of(reports)
+
+
+def test_a_second_compare_into_a_report_folder_in_use_is_refused_and_the_firsts_reports_stay(same_twice, declared_x86_64):
+    """A compare of the row holds its reports from before any work until they are written: a second one into the same
+    folder meanwhile (here, while this test holds them as a running compare does) is one ERROR line, exit 2."""
+    import os
+
+    reports = same_twice[3]
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in reports.iterdir()}
+    assert sorted(before) == ["compare-cpu_x86_64.json", "compare-cpu_x86_64.md"]
+    with compare.hold_reports(reports, "cpu_x86_64"):
+        proc = smoke_compare(declared_x86_64, declared_x86_64, "--static-only", "--report-dir", reports)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr == (f"ERROR report folder {str(reports)!r} is in use by another gate run (pid {os.getpid()}) that "
+                               f"writes the same reports: wait for it to end, or pass another folder to --report-dir\n")
+        assert "checks:" not in proc.stdout
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in reports.iterdir()} == before
