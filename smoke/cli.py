@@ -116,8 +116,8 @@ def compare_parser() -> argparse.ArgumentParser:
     from smoke.commands.compare import PASSED_ON
 
     p = _Parser(prog="nox -s compare --", description="Judge OLD and NEW on one row and report what changed: checks side by "
-                "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD, FAIL on NEW; outputs "
-                "that drift past the tolerance).")
+                "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD and FAIL, SKIP or not reported "
+                "on NEW; NEW's child process failing; outputs that drift past the tolerance).")
     p.add_argument("old", type=options.path, help="the release that worked (.whl)")
     p.add_argument("new", type=options.path, help="the candidate (.whl)")
     p.add_argument("--row", choices=sorted(ROWS), help="the row to judge both on (default: NEW's row that OLD fits too)")
