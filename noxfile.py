@@ -50,7 +50,8 @@ def _verdict(session: nox.Session, name: str, code: int) -> None:
 
 
 def _invoked_from(session: nox.Session) -> None:
-    """Where the user ran nox from: its pyproject.toml may hold the gate's policy (nox runs sessions in this folder)."""
+    """Where the user ran nox from (nox runs its sessions in the checkout): a relative path given is the user's, made
+    absolute against it (smoke.options.path), and its pyproject.toml may hold the gate's policy."""
     os.environ[paths.INVOKED_FROM] = session.invoked_from
 
 
@@ -78,18 +79,21 @@ def inspect(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def summary(session: nox.Session) -> None:
     """Merge the rows' JSON reports into one table; fail if a row failed, is missing, or skipped what it must run (-- REPORTS_DIR)."""
+    _invoked_from(session)
     _verdict(session, "summary", cli.summary_main(list(session.posargs)))
 
 
 @nox.session(venv_backend="none")
 def compare(session: nox.Session) -> None:
     """What changed from a release that worked to a candidate: checks side by side, static and runtime drift; fail on a regression (-- OLD.whl NEW.whl [--row ROW] [--static-only])."""
+    _invoked_from(session)
     _verdict(session, "compare", cli.compare_main(list(session.posargs)))
 
 
 @nox.session(venv_backend="none")
 def benchmark(session: nox.Session) -> None:
     """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--budget S] [--output FILE])."""
+    _invoked_from(session)
     _verdict(session, "benchmark", cli.benchmark_main(list(session.posargs)))
 
 

@@ -11,7 +11,6 @@ import argparse
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Callable
 
 from smoke import console, options
@@ -38,7 +37,7 @@ def parser(row: str | None = None) -> argparse.ArgumentParser:
 
 def inspect_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="nox -s inspect --", description="Run the checks on the wheel file alone: no environment, no GPU, no torch.")
-    p.add_argument("wheel", type=Path, help="the executorch .whl to inspect")
+    p.add_argument("wheel", type=options.path, help="the executorch .whl to inspect")
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
                    help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: "
                         "CPU rows for a CPU build, CUDA rows for a +cuXXX one)")
@@ -97,9 +96,9 @@ def inspect_main(argv: list[str]) -> int:
 
 def summary_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="nox -s summary --", description="Merge the rows' JSON reports into one table and decide the release.")
-    p.add_argument("reports", type=Path, help="the folder the rows wrote their reports to (searched recursively)")
+    p.add_argument("reports", type=options.path, help="the folder the rows wrote their reports to (searched recursively)")
     p.add_argument("--release", choices=sorted(RELEASE_ROWS), default="all", help="which rows the release needs (default: all)")
-    p.add_argument("--output", type=Path, help="also write the Markdown table and verdict to this file")
+    p.add_argument("--output", type=options.path, help="also write the Markdown table and verdict to this file")
     return p
 
 
@@ -117,15 +116,15 @@ def compare_parser() -> argparse.ArgumentParser:
     from smoke.commands.compare import PASSED_ON
 
     p = _Parser(prog="nox -s compare --", description="Judge OLD and NEW on one row and report what changed: checks side by "
-                "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD, FAIL on NEW; outputs "
-                "that drift past the tolerance).")
-    p.add_argument("old", type=Path, help="the release that worked (.whl)")
-    p.add_argument("new", type=Path, help="the candidate (.whl)")
+                "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD and FAIL, SKIP or not reported "
+                "on NEW; NEW's child process failing; outputs that drift past the tolerance).")
+    p.add_argument("old", type=options.path, help="the release that worked (.whl)")
+    p.add_argument("new", type=options.path, help="the candidate (.whl)")
     p.add_argument("--row", choices=sorted(ROWS), help="the row to judge both on (default: NEW's row that OLD fits too)")
     p.add_argument("--static-only", action="store_true", help="the wheel-file checks and static drift only: nothing installed")
-    p.add_argument("--env-dir", type=Path, help="the folder of the two environments, DIR/old-ROW and DIR/new-ROW, each reused "
+    p.add_argument("--env-dir", type=options.path, help="the folder of the two environments, DIR/old-ROW and DIR/new-ROW, each reused "
                    "when built from the same wheel (default: .gate/envs/compare)")
-    p.add_argument("--report-dir", type=Path, metavar="DIR", help="write DIR/compare-ROW.json and DIR/compare-ROW.md")
+    p.add_argument("--report-dir", type=options.path, metavar="DIR", help="write DIR/compare-ROW.json and DIR/compare-ROW.md")
     options.add(p, PASSED_ON)
     return p
 
@@ -144,7 +143,7 @@ def compare_main(argv: list[str]) -> int:
 def artifacts_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m smoke artifacts", description="Print what the gate reads from .pte and .ptd files (no executorch "
                 "needed): a program's delegates and the keys they expect, a data file's keys and sizes.")
-    p.add_argument("paths", nargs="+", type=Path, help="programs, data files, or a folder the gate kept")
+    p.add_argument("paths", nargs="+", type=options.path, help="programs, data files, or a folder the gate kept")
     p.add_argument("--json", action="store_true", help="print the same as JSON")
     return p
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from smoke import paths, report
+from smoke.errors import GateError
 
 
 def seconds(text: str) -> float:
@@ -37,6 +41,27 @@ def version(text: str) -> str:
     except InvalidVersion:
         raise argparse.ArgumentTypeError(f"{text!r} is not a version (PEP 440): give one such as 1.5.1 or "
                                          f"1.6.0.dev20261201") from None
+
+
+def path(text: str) -> Path:
+    """A path given on a command line (every command's path arguments and options take this type), made absolute
+    once, here at the edge, against the folder the caller ran the gate from (``paths.invoked_from``: nox runs its
+    sessions in the checkout, and every process the gate starts runs there: the child, compare's and the benchmark's
+    row runs). One the file system cannot hold (a name over NAME_MAX bytes, the whole over PATH_MAX) is refused
+    here, before anything looks it up: an ``os.stat`` of it raises ENAMETOOLONG, which no later check expects."""
+    given = Path(text)
+    absolute = given if given.is_absolute() else paths.invoked_from() / given
+    try:
+        report.check_length(absolute, "path", "pass a shorter one")
+    except GateError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return absolute
+
+
+def interpreter(text: str) -> str:
+    """``--python``: a name looked up on PATH (``python3.11``) as given; a path (it holds a separator) as ``path``."""
+    separators = [sep for sep in (os.sep, os.altsep) if sep]
+    return str(path(text)) if any(sep in text for sep in separators) else text
 
 
 @dataclass(frozen=True)
@@ -74,7 +99,7 @@ class Opt:
 
 
 ROW_OPTIONS: tuple[Opt, ...] = (
-    Opt("wheel", None, "the executorch .whl to gate (default: download the current public release)", type=Path),
+    Opt("wheel", None, "the executorch .whl to gate (default: download the current public release)", type=path),
     Opt("wheel_index", "--wheel-index", "with no wheel given, download the current release from this index "
         "(default: pip's configured one)", metavar="URL"),
     Opt("wheel_version", "--wheel-version", "with no wheel given, download this executorch version instead of the current "
@@ -82,25 +107,26 @@ ROW_OPTIONS: tuple[Opt, ...] = (
         type=version, metavar="VERSION"),
     Opt("pre", "--pre", "with no wheel given, take the newest version, pre-releases and nightlies included",
         default=False, action="store_true"),
-    Opt("python", "--python", "interpreter to build the environment from (default: the one running the gate)"),
+    Opt("python", "--python", "interpreter to build the environment from (default: the one running the gate)",
+        type=interpreter),
     Opt("constraints", "--constraints", "pip constraints file to use instead of the torch paired with the wheel's release",
-        type=Path),
+        type=path),
     Opt("wheelhouse", "--wheelhouse", "install from this folder of wheels only, with no package index (offline)",
-        type=Path, env=True),
+        type=path, env=True),
     Opt("no_deps", "--no-deps", "install the wheel without resolving its dependency pins; its missing requirements are "
         "installed one by one where available", default=False, action="store_true", env=True),
     Opt("torch_from", "--torch-from", "take torch from this existing environment (a .pth file), instead of installing it",
-        type=Path, metavar="VENV", env=True),
+        type=path, metavar="VENV", env=True),
     Opt("torch_index", "--torch-index", "an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu "
         "for a CPU row (default: pip's configuration)", metavar="URL", env=True),
     Opt("venv_backend", "--venv-backend", "what builds and fills the environment: uv (uv venv, uv pip install from pip's "
         "configured sources), virtualenv (virtualenv, pip install), or auto: uv where it is found, else virtualenv "
         "(default: auto)", default="auto", choices=("auto", "uv", "virtualenv"), env=True),
-    Opt("env_dir", "--env-dir", "where the environment is built (default: .gate/envs/ROW)", type=Path),
+    Opt("env_dir", "--env-dir", "where the environment is built (default: .gate/envs/ROW)", type=path),
     Opt("reuse_env", "--reuse-env", "reuse the environment if it was built from the same wheel (sha256) and options",
         default=False, action="store_true", env=True),
     Opt("workdir", "--workdir", "where the artifacts are written and kept (default: a temporary folder, removed on success)",
-        type=Path),
+        type=path),
     Opt("keep", "--keep", "keep the temporary artifacts folder even on success", default=False, action="store_true"),
     Opt("fail_fast", "--fail-fast", "stop at the first failed check", default=False, action="store_true", child=True),
     Opt("timeout", "--timeout", "seconds the child may run before it is killed (default: 1800)", default=1800.0, type=seconds),
@@ -111,11 +137,11 @@ ROW_OPTIONS: tuple[Opt, ...] = (
         "of its own (not with --no-overlap); no: one after the other, the second reusing the first's compile "
         "(default: no, the faster on the H200: docs/benchmarks.md)", default="no", choices=("yes", "no"), child=True),
     Opt("policy", "--policy", "the gate's policy for this wheel, a TOML file (default: [tool.executorch-wheel-gate] in the "
-        "pyproject.toml of the folder the gate runs in, else the defaults: docs/policy.md)", type=Path, metavar="FILE"),
+        "pyproject.toml of the folder the gate runs in, else the defaults: docs/policy.md)", type=path, metavar="FILE"),
     Opt("strict", "--strict", "warnings fail the run (default: the policy's strict, else no: docs/policy.md)", default=False,
         action="store_true"),
     Opt("report_dir", "--report-dir", "write the run's JSON report and JUnit XML to DIR/ROW.json and DIR/ROW.xml",
-        type=Path, metavar="DIR"),
+        type=path, metavar="DIR"),
 )
 BY_DEST = {opt.dest: opt for opt in ROW_OPTIONS}
 

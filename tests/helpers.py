@@ -480,3 +480,30 @@ def with_dist_info(slim, tmp, name, text):
     """The wheel with one .dist-info file replaced (RECORD rewritten to match, unless RECORD is the one replaced)."""
     return rewrite_wheel(slim, tmp / "in", add={f"{SLIM_DIST_INFO}/{name}": text.encode() if isinstance(text, str) else text},
                          update_record=name != "RECORD")
+
+
+# --- a row's child replaced by a shell script (no torch): what the parent hands it, a child that dies -----------------
+
+
+def script_child(monkeypatch, folder: Path, body: str) -> Path:
+    """The row's environment, built in no time: its interpreter a shell script that runs ``body`` in place of
+    ``python -m smoke.child ...`` (the parent's own steps around it are real: the child's command line and folder,
+    its record followed, its end judged, the report written). Returns the script."""
+    import contextlib
+
+    from smoke.environment import build
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+
+    class Env:
+        python, torch_source, location = script, "a script standing in for the environment", folder
+
+    @contextlib.contextmanager
+    def built(*args, **kwargs):
+        yield Env()
+
+    monkeypatch.setattr(build, "built", built)
+    return script

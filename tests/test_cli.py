@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, nox, rewrite_wheel
+from tests.helpers import REPO, nox, rewrite_wheel, script_child
 
 
 def test_nox_lists_every_row_with_a_description():
@@ -314,3 +314,118 @@ def test_an_index_token_is_never_printed(wheel_x86_64, tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "SECRET123" not in proc.stdout + proc.stderr
     assert "--extra-index-url https://user:****@127.0.0.1:9/simple" in proc.stderr and proc.stderr.startswith("ERROR ")
+
+
+# --- paths given on a command line: made absolute against the caller's folder, refused when too long ----------------
+
+LONG = "a" * 300  # a name over NAME_MAX (255 bytes on the file systems the gate runs on): os.stat raises ENAMETOOLONG
+
+TOO_LONG = [  # (argv, the argument the ERROR line names); {long} is a path with a 300-byte name, {wheel} a real wheel
+    (["inspect", "{long}.whl"], "argument wheel"),
+    (["cpu_x86_64", "{long}.whl"], "argument wheel"),
+    (["cpu_x86_64", "{wheel}", "--wheelhouse", "{long}"], "argument --wheelhouse"),
+    (["cpu_x86_64", "{wheel}", "--torch-from", "{long}"], "argument --torch-from"),
+    (["cpu_x86_64", "{wheel}", "--constraints", "{long}.txt"], "argument --constraints"),
+    (["cpu_x86_64", "{wheel}", "--python", "{long}/python"], "argument --python"),
+    (["summary", "{long}"], "argument reports"),
+    (["summary", "{tmp}", "--output", "{long}.md"], "argument --output"),
+    (["compare", "{long}.whl", "{wheel}", "--static-only"], "argument old"),
+    (["compare", "{wheel}", "{wheel}", "--env-dir", "{long}"], "argument --env-dir"),
+    (["artifacts", "{long}.pte"], "argument paths"),
+]
+
+
+@pytest.mark.parametrize(("argv", "named"), TOO_LONG, ids=[" ".join(a[:1] + a[2:3]) or a[0] for a, _ in TOO_LONG])
+def test_a_path_with_a_name_too_long_is_one_error_line_naming_the_argument(wheel_x86_64, tmp_path, capsys, argv, named):
+    from smoke import cli
+
+    words = [w.format(long=tmp_path / LONG, wheel=wheel_x86_64, tmp=tmp_path) for w in argv]
+    code = cli.main(words)
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and err.startswith(f"ERROR {named}: path "), err
+    assert "has a name of 30" in err and "the file system holds at most" in err and "pass a shorter one" in err, err
+    assert "Traceback" not in out + err and out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made
+
+
+def test_a_path_too_long_through_python_m_smoke_is_one_line_and_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "smoke", "inspect", str(tmp_path / f"{LONG}.whl")], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("ERROR argument wheel: path ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+PARSERS = {  # a command's parser, and words that give it each of its path arguments and options, relative
+    "row": (lambda cli: cli.parser("cpu_x86_64"), ["w.whl", "--constraints", "c.txt", "--wheelhouse", "h", "--torch-from", "t",
+                                                  "--env-dir", "e", "--workdir", "rel/dir", "--policy", "p.toml",
+                                                  "--report-dir", "r", "--python", "./bin/python"],
+            ["wheel", "constraints", "wheelhouse", "torch_from", "env_dir", "workdir", "policy", "report_dir"]),
+    "inspect": (lambda cli: cli.inspect_parser(), ["w.whl", "--policy", "p.toml", "--report-dir", "r"], ["wheel", "policy", "report_dir"]),
+    "summary": (lambda cli: cli.summary_parser(), ["r", "--output", "o.md"], ["reports", "output"]),
+    "compare": (lambda cli: cli.compare_parser(), ["o.whl", "n.whl", "--env-dir", "e", "--report-dir", "r", "--wheelhouse", "h",
+                                                  "--torch-from", "t"], ["old", "new", "env_dir", "report_dir", "wheelhouse", "torch_from"]),
+    "artifacts": (lambda cli: cli.artifacts_parser(), ["a.pte", "k"], ["paths"]),
+}
+
+
+@pytest.mark.parametrize("invoked_from", [False, True], ids=["python -m smoke", "nox"])
+@pytest.mark.parametrize("command", sorted(PARSERS))
+def test_every_path_given_is_made_absolute_against_the_folder_the_caller_ran_from(tmp_path, monkeypatch, command, invoked_from):
+    """Under nox the gate runs in the checkout and GATE_INVOKED_FROM names the caller's folder; run directly, the caller's
+    folder is the working directory. Either way a relative path is the caller's, made absolute once, at the edge."""
+    from smoke import cli, paths
+
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    if invoked_from:
+        monkeypatch.setenv(paths.INVOKED_FROM, str(caller))
+        monkeypatch.chdir(REPO)
+    else:
+        monkeypatch.delenv(paths.INVOKED_FROM, raising=False)
+        monkeypatch.chdir(caller)
+    make, words, dests = PARSERS[command]
+    args = make(cli).parse_args(words)
+    for dest in dests:
+        value = getattr(args, dest)
+        for one in value if isinstance(value, list) else [value]:
+            assert one.is_absolute() and one.parent.is_relative_to(caller), (dest, one)
+    if command == "row":
+        assert args.workdir == caller / "rel" / "dir" and args.python == str(caller / "bin" / "python")
+        assert cli.parser("cpu_x86_64").parse_args(["--python", "python3.11"]).python == "python3.11"  # a name: PATH's
+
+
+def test_a_relative_workdir_reaches_the_child_absolute(slim_x86_64, tmp_path, monkeypatch, capsys):
+    """The child runs in the checkout (smoke.environment.follow), so the folder it is handed must not be relative to the
+    caller's. The environment's interpreter is a script that writes where it ran and what it was handed."""
+    from smoke import cli, paths
+
+    said = tmp_path / "argv.txt"
+    script_child(monkeypatch, tmp_path / "env", f'{{ pwd; printf "%s\\n" "$@"; test -f "$3" && echo row-found; }} > "{said}"')
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    monkeypatch.delenv(paths.INVOKED_FROM, raising=False)
+    monkeypatch.chdir(caller)
+    code = cli.main(["cpu_x86_64", str(slim_x86_64), "--env-dir", str(tmp_path / "env-dir"), "--workdir", "rel/dir"])
+    capsys.readouterr()
+    assert code == 1  # the script is no child: it wrote no record (child process FAILs)
+    cwd, dash_m, module, row_file, workdir, record, *rest = said.read_text().splitlines()
+    assert (cwd, dash_m, module) == (str(REPO), "-m", "smoke.child")
+    work = caller / "rel" / "dir"
+    assert (row_file, workdir, record) == (str(work / "row.json"), str(work), str(work / "record.jsonl"))
+    assert rest[-1] == "row-found"  # the child, in the checkout, finds the row it is given
+
+
+@pytest.mark.parametrize("session", ["summary", "compare"])
+def test_nox_from_another_folder_reads_relative_paths_there(tmp_path, session):
+    """nox runs each session in the checkout: a session that did not say where nox was run from read ``reports`` (or
+    ``old.whl``) as the checkout's."""
+    (tmp_path / "reports").mkdir()
+    args = {"summary": ["reports"], "compare": ["old.whl", "new.whl", "--static-only"]}[session]
+    proc = nox("-s", session, "--", *args, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    # summary: the empty folder found, every row missing (exit 1), not "does not exist"; compare: the caller's old.whl
+    assert proc.returncode == {"summary": 1, "compare": 2}[session], out
+    assert {"summary": f"summary (all release, {tmp_path / 'reports'}): FAILED",
+            "compare": f"ERROR OLD: wheel {str(tmp_path / 'old.whl')!r}"}[session] in out, out

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from smoke import markup, paths, proc, stages
+from smoke import options as opts
 from smoke.errors import GateError, WrongPlatform
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, check_machine
@@ -79,7 +80,9 @@ def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool,
         cmd += [] if overlap else ["--no-overlap"]
         cmd += [] if parallel is None else ["--parallel-exports", parallel]
         start = time.monotonic()
-        ran = proc.run(cmd, what=f"the {row} run", cwd=REPO, check=False)
+        # The run is in the checkout; a relative path among the options passed on is the caller's (smoke.options.path).
+        env = {**os.environ, paths.INVOKED_FROM: str(paths.invoked_from())}
+        ran = proc.run(cmd, what=f"the {row} run", cwd=REPO, env=env, check=False)
         wall = time.monotonic() - start
         report_path = Path(reports) / f"{row}.json"
         if not report_path.is_file():
@@ -127,12 +130,12 @@ def percent(values: list[float]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="nox -s benchmark --", description=__doc__.splitlines()[0])
-    parser.add_argument("wheel", type=Path)
+    parser.add_argument("wheel", type=opts.path)
     parser.add_argument("--row", choices=sorted(ROWS), default="cpu_x86_64")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--env-dir", type=Path, help="default: .gate/bench/ROW")
+    parser.add_argument("--env-dir", type=opts.path, help="default: .gate/bench/ROW")
     parser.add_argument("--no-cold", action="store_true", help="skip the run that builds the environment")
-    parser.add_argument("--output", type=Path, help="append the Markdown to this file")
+    parser.add_argument("--output", type=opts.path, help="append the Markdown to this file")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="start no round of warm runs that would end past this many seconds from the start "
                              "(judged by the longest round so far); the table then shows the rounds that ran")

@@ -3,7 +3,8 @@
 Both wheels are judged on one row (``--row``, or the row of NEW's architecture and kind of build that
 OLD fits too), each on its own:
 
-- **checks**: every check's verdict on OLD and NEW side by side; PASS on OLD and FAIL on NEW is a regression.
+- **checks**: every check's verdict on OLD and NEW side by side; a check PASS on OLD and FAIL, SKIP or not reported
+  on NEW is a regression, and so is NEW's child process failing (it crashed, hung, or did not reach its end).
   By default each wheel runs its whole row (``python -m smoke ROW WHEEL``), each in its own environment
   with its own paired torch (``DIR/old-ROW``, ``DIR/new-ROW`` under ``--env-dir``, reused when built from the
   same wheel); ``--static-only`` runs the wheel-file checks alone, in this process, as ``inspect`` does;
@@ -15,8 +16,8 @@ OLD fits too), each on its own:
 
 Exit 1 when a check regressed or outputs drifted past the tolerance, naming each; 0 otherwise (the drift is
 printed as information); 2 when it cannot judge (a GateError, one ERROR line). ``--report-dir DIR`` writes
-``DIR/compare-ROW.json`` (``docs/compare-schema.json``) and ``DIR/compare-ROW.md``; under GitHub Actions the
-Markdown goes to the step summary too.
+``DIR/compare-ROW.json`` (``docs/compare-schema.json``) and ``DIR/compare-ROW.md``, one compare of a row at a time
+(``hold_reports``); under GitHub Actions the Markdown goes to the step summary too.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ from smoke.checks import pipeline, shipped
 from smoke.child.models import ATOL, RTOL
 from smoke.commands import drift
 from smoke.console import say
+from smoke.environment import folders as owned
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, Row, check_machine
-from smoke.stages import DATA_FILE, DELEGATE, EXPORT, IMPORT_PHASE, PORTABLE, RUN, load_phase
+from smoke.stages import CHILD_PROCESS, DATA_FILE, DELEGATE, EXECUTED, EXPORT, IMPORT_PHASE, PORTABLE, RUN, load_phase
 
 SCHEMA = 1
 REPO = paths.REPO
@@ -89,16 +91,31 @@ def file_results(row: Row, wheel: wheels.Wheel, libraries) -> list[dict[str, Any
     return [stages.run_check(check, wheel, row, libraries).to_json() for check in pipeline.for_row(row, stages.FILE)]
 
 
+# The results a row reports only when they fail (smoke.checks.pipeline.result_names): not there is not failed.
+ONLY_ON_FAILURE = (CHILD_PROCESS.name, EXECUTED.name)
+
+
+def regressed(name: str, old: str | None, new: str | None) -> bool:
+    """Whether NEW regressed on one check, by the two statuses (None: not reported). A check OLD passed that NEW
+    failed, skipped or did not report is judged no longer: a NEW whose child crashed or hung reports the checks after
+    that point skipped or not at all, and was never judged on them. NEW's child process failing (it crashed, hung,
+    or did not reach its end) is a regression even where OLD's failed too: nothing after it was judged on NEW."""
+    if name in ONLY_ON_FAILURE:
+        return new == "fail" and (name == CHILD_PROCESS.name or old != "fail")
+    return old == "pass" and new in ("fail", "skip", None)
+
+
 def side_by_side(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per check name, in NEW's order then OLD's leftovers; a regression is PASS on OLD, FAIL on NEW."""
+    """One entry per check name, in NEW's order then OLD's leftovers, each marked where NEW regressed (``regressed``)."""
     before = {r["name"]: r for r in old}
     after = {r["name"]: r for r in new}
     names = list(after) + [n for n in before if n not in after]
     rows = []
     for name in names:
         o, n = before.get(name), after.get(name)
-        rows.append({"name": name, "old": o["status"] if o else None, "new": n["status"] if n else None,
-                     "regression": bool(o and n and o["status"] == "pass" and n["status"] == "fail"),
+        old_status, new_status = (o["status"] if o else None), (n["status"] if n else None)
+        rows.append({"name": name, "old": old_status, "new": new_status,
+                     "regression": regressed(name, old_status, new_status),
                      "old_reason": o["reason"] if o else None, "new_reason": n["reason"] if n else None})
     return rows
 
@@ -272,7 +289,24 @@ def runtime_drift(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def regressions(checks: list[dict[str, Any]], runtime: dict[str, Any] | None) -> list[str]:
-    found = [f"check regressed: {c['name']}: PASS on OLD, FAIL on NEW: {c['new_reason']}" for c in checks if c["regression"]]
+    """Each regression in a line: NEW's child first (it explains the checks NEW did not reach), then each check that
+    failed or was skipped on NEW, then those NEW did not report, in one line; then the outputs that drifted."""
+    found: list[str] = []
+    for c in checks:
+        if not c["regression"]:
+            continue
+        if c["name"] == CHILD_PROCESS.name:
+            also = ", as on OLD" if c["old"] == "fail" else ""
+            found.insert(0, f"NEW's child did not reach its end: {c['name']}: FAIL on NEW{also}: {c['new_reason']}")
+        elif c["name"] in ONLY_ON_FAILURE:
+            found.append(f"check regressed: {c['name']}: FAIL on NEW, not on OLD: {c['new_reason']}")
+        elif c["new"] == "fail":
+            found.append(f"check regressed: {c['name']}: PASS on OLD, FAIL on NEW: {c['new_reason']}")
+        elif c["new"] == "skip":
+            found.append(f"check not run on NEW: {c['name']}: PASS on OLD, SKIP on NEW: {c['new_reason']}")
+    unreported = [c["name"] for c in checks if c["regression"] and c["new"] is None]
+    if unreported:
+        found.append(f"checks not reported on NEW: {len(unreported)}, each PASS on OLD: {', '.join(unreported)}")
     for entry in (runtime or {}).get("outputs", []):
         if entry["within_tolerance"] is False:
             diff = entry["max_abs_diff"]
@@ -294,7 +328,7 @@ def markdown(data: dict[str, Any]) -> str:
     lines += ["| check | OLD | NEW | NEW's reason |", "|---|---|---|---|"]
     for c in data["checks"]:
         mark = " **regressed**" if c["regression"] else ""
-        lines.append(f"| {cell(c['name'])} | {cell(str(c['old']).upper())} | {cell(str(c['new']).upper())}{mark} | "
+        lines.append(f"| {cell(c['name'])} | {cell(_word(c['old']))} | {cell(_word(c['new']))}{mark} | "
                      f"{cell(c['new_reason'] or '')} |")
     lines += ["", "| static drift |", "|---|"] + [f"| {cell(line)} |" for line in drift.lines(data["static"])] + \
         ([] if drift.lines(data["static"]) else ["| none |"])
@@ -310,6 +344,10 @@ def markdown(data: dict[str, Any]) -> str:
         for entry in runtime["times"]:
             lines.append(f"| time: {cell(entry['phase'])} | {_num(entry['old'])} s | {_num(entry['new'])} s | {_num(entry['ratio'])} |")
     return "\n".join(lines) + "\n"
+
+
+def _word(status: str | None) -> str:
+    return "NOT REPORTED" if status is None else status.upper()
 
 
 def _moved(entry: dict[str, Any]) -> str:
@@ -328,7 +366,7 @@ def _num(value) -> str:
 def print_lines(data: dict[str, Any]) -> None:
     for c in data["checks"]:
         if c["old"] != c["new"]:
-            say(f"check {c['name']}: {str(c['old']).upper()} -> {str(c['new']).upper()}"
+            say(f"check {c['name']}: {_word(c['old'])} -> {_word(c['new'])}"
                 f"{' (REGRESSION)' if c['regression'] else ''}: {c['new_reason'] or c['old_reason']}")
     same = sum(1 for c in data["checks"] if c["old"] == c["new"])
     say(f"checks: {same} of {len(data['checks'])} with the same verdict on OLD and NEW")
@@ -352,6 +390,13 @@ OWN_STARTS = {".json": b'{\n  "schema": ', ".md": b"### compare "}
 
 def report_paths(folder: Path, row: str) -> list[Path]:
     return [folder / f"compare-{row}.json", folder / f"compare-{row}.md"]
+
+
+def hold_reports(folder: Path, row: str) -> contextlib.AbstractContextManager[None]:
+    """The row's two reports in ``folder``, held by this compare from before any work until they are written: a
+    second compare of the row into the folder meanwhile is refused at once (one ERROR line, exit 2), instead of
+    the two runs writing over each other's reports. One run after another replaces the reports, as a row's run does."""
+    return owned.lock_file(folder / f".compare-{row}.lock", "report folder", "--report-dir")
 
 
 def check_targets(folder: Path, row: str) -> None:
@@ -414,8 +459,15 @@ def compare(old_path: Path, new_path: Path, row_name: str | None, static_only: b
     start = time.monotonic()
     old, new = _read(old_path, "OLD"), _read(new_path, "NEW")
     row = choose_row(old, new, row_name)
-    if report_dir is not None:
-        check_targets(report_dir, row.name)  # before any work: nothing the gate did not write is replaced
+    with contextlib.ExitStack() as held:
+        if report_dir is not None:
+            held.enter_context(hold_reports(report_dir, row.name))  # one compare at a time writes them
+            check_targets(report_dir, row.name)  # before any work: nothing the gate did not write is replaced
+        return _compare(old, new, row, static_only, report_dir, env_dir, passed, start)
+
+
+def _compare(old: wheels.Wheel, new: wheels.Wheel, row: Row, static_only: bool, report_dir: Path | None,
+             env_dir: Path | None, passed: list[str], start: float) -> int:
     say(f"OLD: {old.filename}, executorch {old.version}, sha256 {old.sha256}")
     say(f"NEW: {new.filename}, executorch {new.version}, sha256 {new.sha256}")
     how = "the wheel-file checks and static drift only (--static-only)" if static_only else "each wheel run whole, in its own environment"

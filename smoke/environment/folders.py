@@ -5,6 +5,8 @@ removes a folder only if it carries that mark; a folder without it (a user's fil
 checkout, a home folder passed by mistake) is refused with one line, unless it is empty.
 While a run uses a folder it holds an exclusive ``flock`` on the mark: a second run on the
 same folder is refused at once, and the lock dies with its holder (a crash leaves no stale lock).
+A folder the gate writes into but does not own (a report folder, which may hold the user's files
+too) is held the same way through a lock file of its own in it (``lock_file``), for what one run writes there.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ try:
 except ImportError:  # Windows: msvcrt's byte-range lock instead (the Windows row runs its file checks there)
     fcntl = None  # type: ignore[assignment]
     import msvcrt
+import contextlib
+import errno
 import os
+import re
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -154,3 +160,85 @@ def held(folder: Owned, interrupted: Callable[[Owned], None] = lambda folder: No
             folder.remove()
         else:
             folder.release()
+
+
+# What a lock file holds: the holder's pid, which a second run names when it is refused.
+_HOLDER = re.compile(r"(pid \d+\n)?")
+
+
+def _open_lock(lock: Path, what: str, option: str) -> IO[str]:
+    """The lock file opened (made where it is not there), never through a link, and locked; refused when another
+    run holds it. A lock file is removed by its holder as it lets go: one opened before that and locked after is
+    no longer the file at that path, and is let go of for the one there now."""
+    folder = lock.parent
+    for _ in range(100):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0), 0o644)
+        except OSError as exc:
+            why = f"{lock.name!r} there is a link" if exc.errno == errno.ELOOP else f"{exc.strerror or exc}"
+            raise FolderRefused(f"{what} {str(folder)!r} cannot be locked for this run ({why}): pass another folder to "
+                                f"{option}") from None
+        handle = os.fdopen(fd, "r+", encoding="utf-8", newline="")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            handle.close()
+            raise FolderRefused(f"{what} {str(folder)!r} holds {lock.name!r}, which is not a regular file, so it cannot be "
+                                f"locked for this run: pass another folder to {option}")
+        try:
+            _lock(handle)
+        except BlockingIOError:
+            try:
+                handle.seek(0)
+                holder = handle.read(64).strip() or "another process"
+            except OSError:  # Windows: the locked byte cannot be read
+                holder = "another process"
+            handle.close()
+            raise FolderRefused(f"{what} {str(folder)!r} is in use by another gate run ({holder}) that writes the same "
+                                f"reports: wait for it to end, or pass another folder to {option}") from None
+        try:
+            there = os.stat(lock, follow_symlinks=False)
+        except FileNotFoundError:
+            there = None
+        if there is not None and os.path.samestat(os.fstat(fd), there):
+            return handle
+        handle.close()  # removed (and maybe made anew) by the run that held it, between the open and the lock
+    raise FolderRefused(f"{what} {str(folder)!r}: its lock {lock.name!r} kept changing hands; pass another folder to {option}")
+
+
+@contextmanager
+def lock_file(lock: Path, what: str, option: str) -> Iterator[None]:
+    """Hold ``lock``, a file the gate makes in a folder it writes into but does not own, for one run: a second run
+    asking for it meanwhile is refused at once, naming the holder's pid; the lock dies with its holder, and the file
+    is removed as the run lets go of it (and the folder, where this run made it and left it empty). A file of that
+    name the gate did not write (anything but a pid), or a link, is refused and left as it is."""
+    folder = lock.parent
+    made = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FolderRefused(f"{what} {str(folder)!r} cannot be made ({exc.strerror or exc}): pass a writable folder to "
+                            f"{option}") from None
+    handle = _open_lock(lock, what, option)
+    handle.seek(0)
+    if not _HOLDER.fullmatch(handle.read(64)):
+        handle.close()
+        raise FolderRefused(f"{what} {str(folder)!r} holds {lock.name!r}, a file the gate did not write, which it will not "
+                            f"replace: remove it, or pass another folder to {option}")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    try:
+        yield
+    finally:
+        try:
+            lock.unlink()  # while still held: a run that opened it meanwhile finds it gone (_open_lock)
+            removed = True
+        except OSError:
+            removed = False  # Windows: an open file cannot be removed
+        handle.close()
+        if not removed:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only an empty one

@@ -22,7 +22,18 @@ from smoke.child.models import ATOL, RTOL
 from smoke.commands import compare
 from smoke.errors import GateError
 from smoke.readers.wheelcopy import rewrite_wheel
-from tests.helpers import DEVICE_CODE, REPO, cuda_parts, make_cuda_wheel, nox, release_wheel, report_of, smoke_compare
+from tests.helpers import (
+    DEVICE_CODE,
+    REAL_REPORT,
+    REPO,
+    cuda_parts,
+    make_cuda_wheel,
+    nox,
+    release_wheel,
+    report_of,
+    script_child,
+    smoke_compare,
+)
 
 RELEASES = REPO / ".gate" / "release-table" / "wheels"
 # PyPI's real wheels, downloaded once where .ci/release-table has not (a fresh clone, CI): never skipped.
@@ -295,12 +306,71 @@ def test_sizes_and_times_are_ratios_new_over_old():
     assert times["export (weighted)"]["ratio"] == 1.5 and times["load and run (weighted)"]["old"] is None
 
 
-def test_a_check_pass_to_fail_is_the_only_check_regression():
-    old = [{"name": n, "status": s, "reason": "o"} for n, s in (("a", "pass"), ("b", "pass"), ("c", "fail"), ("d", "skip"), ("e", "pass"))]
-    new = [{"name": n, "status": s, "reason": "n"} for n, s in (("a", "pass"), ("b", "fail"), ("c", "pass"), ("d", "fail"), ("f", "fail"))]
+def test_a_check_pass_on_old_and_fail_skip_or_gone_on_new_is_a_regression():
+    old = [{"name": n, "status": s, "reason": "o"} for n, s in (("a", "pass"), ("b", "pass"), ("c", "fail"), ("d", "skip"), ("e", "pass"),
+                                                                 ("g", "pass"), ("h", "pass"))]
+    new = [{"name": n, "status": s, "reason": "n"} for n, s in (("a", "pass"), ("b", "fail"), ("c", "pass"), ("d", "fail"), ("f", "fail"),
+                                                                 ("g", "skip"), ("h", "warn"))]
     rows = {r["name"]: r for r in compare.side_by_side(old, new)}
-    assert [n for n, r in rows.items() if r["regression"]] == ["b"]
+    assert sorted(n for n, r in rows.items() if r["regression"]) == ["b", "e", "g"]
     assert (rows["e"]["new"], rows["f"]["old"]) == (None, None)
+    assert compare.regressions(list(rows.values()), None) == [
+        "check regressed: b: PASS on OLD, FAIL on NEW: n", "check not run on NEW: g: PASS on OLD, SKIP on NEW: n",
+        "checks not reported on NEW: 1, each PASS on OLD: e"]
+
+
+@pytest.mark.parametrize(("name", "old", "new", "regressed"), [
+    ("child process", None, "fail", True),  # NEW's child crashed, hung or did not reach its end; OLD's ended well
+    ("child process", "fail", "fail", True),  # OLD's crashed too: still nothing after that point was judged on NEW
+    ("child process", "fail", None, False),
+    ("must execute", None, "fail", True),  # reported only when it fails: not there on OLD is not failed
+    ("must execute", "fail", "fail", False),
+    ("torch agrees", "pass", "skip", True),
+    ("torch agrees", "pass", None, True),
+    ("torch agrees", "pass", "warn", False),
+    ("torch agrees", "skip", "fail", False),
+    ("torch agrees", None, "fail", False),
+])
+def test_what_is_a_regression_of_one_check(name, old, new, regressed):
+    assert compare.regressed(name, old, new) is regressed
+
+
+@pytest.fixture(scope="module")
+def crashed_new(declared_x86_64, tmp_path_factory):
+    """A real row report of a NEW whose child died: the cpu_x86_64 row run by the gate on the declared 1.5.1, its
+    environment's interpreter a script that ends itself with SIGSEGV where the child would import torch."""
+    from smoke import cli
+
+    folder = tmp_path_factory.mktemp("crashed")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        script_child(monkeypatch, folder / "env", 'echo "importing torch" >&2; kill -SEGV $$')
+        code = cli.main(["cpu_x86_64", str(declared_x86_64), "--env-dir", str(folder / "env-dir"), "--workdir",
+                         str(folder / "work"), "--report-dir", str(folder / "reports")])
+    assert code == 1
+    return json.loads((folder / "reports" / "cpu_x86_64.json").read_text())
+
+
+def test_a_new_whose_child_crashed_is_a_regression_naming_it(declared_x86_64, crashed_new, tmp_path, monkeypatch, capsys):
+    """OLD: a real row that passed every check (the emulated 1.5.1 CPU row in docs/runs); NEW: the crashed run above.
+    The two row runs are those reports; the rest of compare is real (the static part reads the wheel twice)."""
+    runs = {"old": REAL_REPORT, "new": crashed_new}
+    monkeypatch.setattr(compare, "run_row", lambda row, which, *args: runs[which])
+    code = compare.compare(declared_x86_64, declared_x86_64, None, False, tmp_path / "reports", tmp_path / "envs", [])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "REGRESSION NEW's child did not reach its end: child process: FAIL on NEW: ended by SIGSEGV; last output: " \
+           "importing torch" in out
+    # what the crash left unjudged on NEW, each PASS on OLD: the environment checks skipped, the child's not reported
+    assert "REGRESSION check not run on NEW: torch agrees: PASS on OLD, SKIP on NEW: not run: the child ended before it " \
+           "reported torch and the runtime (see child process)" in out
+    assert "REGRESSION checks not reported on NEW: 10, each PASS on OLD: export (weightless), export (weighted), " in out
+    assert "REGRESSION check regressed: must execute: FAIL on NEW, not on OLD: the cpu_x86_64 row must execute" in out
+    assert "check export (weighted): PASS -> NOT REPORTED" in out
+    assert "compare cpu_x86_64: REGRESSED: " in out and "no regression" not in out
+    data = report_of(tmp_path / "reports")
+    assert data["exit_code"] == 1 and data["regressions"][0].startswith("NEW's child did not reach its end: child process")
+    assert {c["name"] for c in data["checks"] if c["regression"]} >= {"child process", "must execute", "torch agrees",
+                                                                      "export (weighted)", "negative control (weighted, no data file)"}
 
 
 def test_the_markdown_escapes_what_came_from_a_wheel():
@@ -399,3 +469,20 @@ def test_its_own_earlier_reports_are_replaced(same_twice, declared_x86_64):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in reports.iterdir()) == ["compare-cpu_x86_64.json", "compare-cpu_x86_64.md"]
     report_of(reports)
+
+
+def test_a_second_compare_into_a_report_folder_in_use_is_refused_and_the_firsts_reports_stay(same_twice, declared_x86_64):
+    """A compare of the row holds its reports from before any work until they are written: a second one into the same
+    folder meanwhile (here, while this test holds them as a running compare does) is one ERROR line, exit 2."""
+    import os
+
+    reports = same_twice[3]
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in reports.iterdir()}
+    assert sorted(before) == ["compare-cpu_x86_64.json", "compare-cpu_x86_64.md"]
+    with compare.hold_reports(reports, "cpu_x86_64"):
+        proc = smoke_compare(declared_x86_64, declared_x86_64, "--static-only", "--report-dir", reports)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr == (f"ERROR report folder {str(reports)!r} is in use by another gate run (pid {os.getpid()}) that "
+                               f"writes the same reports: wait for it to end, or pass another folder to --report-dir\n")
+        assert "checks:" not in proc.stdout
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in reports.iterdir()} == before

@@ -160,7 +160,7 @@ def _report_dir_name_too_long(tmp):
 
 
 def _report_dir_path_too_long(tmp):
-    return ["--report-dir", tmp / "/".join(["r" * 200] * 21)], "the file system holds paths under 4096: pass a shorter --report-dir"
+    return ["--report-dir", tmp / "/".join(["r" * 200] * 21)], "the file system holds paths under 4096: pass a shorter one"
 
 
 def _env_dir_name_too_long(tmp):
@@ -168,7 +168,7 @@ def _env_dir_name_too_long(tmp):
 
 
 def _workdir_path_too_long(tmp):
-    return ["--workdir", tmp / "/".join(["w" * 250] * 17)], "the file system holds paths under 4096: pass a shorter --workdir"
+    return ["--workdir", tmp / "/".join(["w" * 250] * 17)], "the file system holds paths under 4096: pass a shorter one"
 
 
 def _env_dir_in_workdir(tmp):
