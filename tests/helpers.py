@@ -507,3 +507,78 @@ def script_child(monkeypatch, folder: Path, body: str) -> Path:
 
     monkeypatch.setattr(build, "built", built)
     return script
+
+
+# A fat (universal) Mach-O file, as lipo -create writes one: thin files of other architectures made from a real one.
+
+ARM64, X86_64 = (0x0100000C, 0), (0x01000007, 3)  # (cputype, cpusubtype) of mach/machine.h
+
+
+def drop_rpath(data: bytes, entry: str) -> bytes:
+    """One LC_RPATH removed, the commands after it moved up (install_name_tool -delete_rpath)."""
+    ncmds, sizeofcmds = struct.unpack("<II", data[16:24])
+    for position, command, size in _commands(data):
+        if command == 0x8000001C and data[position + 12:position + size].split(b"\0", 1)[0] == entry.encode():
+            end = 32 + sizeofcmds
+            commands = data[32:position] + data[position + size:end] + b"\0" * size
+            return data[:16] + struct.pack("<II", ncmds - 1, sizeofcmds - size) + data[24:32] + commands + data[end:]
+    raise AssertionError(f"no LC_RPATH {entry!r}")
+
+
+def as_architecture(data: bytes, cpu: tuple[int, int]) -> bytes:
+    """A thin file's header relabelled to another architecture (its code is not run: the readers judge load commands)."""
+    return data[:4] + struct.pack("<II", *cpu) + data[12:]
+
+
+def fat(*thin: bytes) -> bytes:
+    """Thin Mach-O files joined under a fat header (big-endian fat_arch entries, each slice 16 KiB aligned)."""
+    align = 1 << 14
+    offset, entries, body = align, [], b""
+    for data in thin:
+        cputype, cpusubtype = struct.unpack("<II", data[4:12])
+        entries.append(struct.pack(">IIIII", cputype, cpusubtype, offset, len(data), 14))
+        padded = data + b"\0" * (-len(data) % align)
+        body += padded
+        offset += len(padded)
+    head = struct.pack(">II", 0xCAFEBABE, len(thin)) + b"".join(entries)
+    return head + b"\0" * (align - len(head)) + body
+
+
+# Hostile bytes where the readers of issue 37 read: a fat file's header and slices' load commands, a PE file's
+# import directory and the DLL names it points to.
+
+def fat_hot_ranges(data: bytes) -> list[tuple[int, int]]:
+    """The fat header and entries, and each slice's header and load commands."""
+    ranges = [(0, 8 + 20 * struct.unpack(">I", data[4:8])[0])]
+    for index in range(struct.unpack(">I", data[4:8])[0]):
+        offset = struct.unpack(">I", data[8 + 20 * index + 8:8 + 20 * index + 12])[0]
+        ranges.append((offset, offset + 32 + struct.unpack("<I", data[offset + 20:offset + 24])[0]))
+    return ranges
+
+
+def pe_import_ranges(data: bytes) -> list[tuple[int, int]]:
+    """The import descriptors and the DLL names they point to, as pefile finds them."""
+    import pefile
+    image = pefile.PE(data=data)
+    directory = image.OPTIONAL_HEADER.DATA_DIRECTORY[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]]
+    ranges = [(image.get_offset_from_rva(directory.VirtualAddress),
+               image.get_offset_from_rva(directory.VirtualAddress) + directory.Size)]
+    for entry in image.DIRECTORY_ENTRY_IMPORT:
+        name = image.get_offset_from_rva(entry.struct.Name)
+        ranges.append((name, name + len(entry.dll) + 1))
+    image.close()
+    return ranges
+
+
+def hot_mutations(seed: bytes, ranges: list[tuple[int, int]]):
+    """1 to 8 bytes overwritten at a place inside one of ``ranges`` (a hypothesis strategy)."""
+    from hypothesis import strategies as st
+    return st.tuples(st.sampled_from(ranges), st.integers(0, 1 << 16), st.binary(min_size=1, max_size=8)).map(
+        lambda cut: seed[:(at := cut[0][0] + cut[1] % max(1, cut[0][1] - cut[0][0]))] + cut[2] + seed[at + len(cut[2]):])
+
+
+def fat_seed(thin: bytes, rpath: str) -> bytes:
+    """A fat file of a real thin file's header and load commands (what the reader reads) and a copy of them labelled
+    x86_64 that lost ``rpath``: the seed hostile fat bytes are made from."""
+    head = thin[:32 + struct.unpack("<I", thin[20:24])[0] + 4096]
+    return fat(head, drop_rpath(as_architecture(head, X86_64), rpath))

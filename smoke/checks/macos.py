@@ -15,6 +15,15 @@ They carry the Linux checks' names, so a macOS row's report has the same shape:
   in the wheel through ``@loader_path`` or an ``@rpath`` entry (its own, or, for a library loaded
   by others, theirs: dyld searches the rpaths of every image on the way to it); in the folder of a
   declared dependency (``torch/lib`` for torch). A FAIL names the file and the name (executorch#14421).
+
+A fat (universal) file is judged slice by slice, in ``library RUNPATH`` and ``libraries resolve``: dyld maps
+the one slice of the process's architecture and searches that slice's LC_RPATH entries (and its loaders'
+slices' of the same architecture), never another slice's, so a slice's needs are met by its own entries
+and by a library that has a slice of its architecture (dyld grades a fat file's slices for the process and
+maps the best one, as ``macho_best_slice()`` of ``<mach-o/utils.h>`` exposes it; llvm-project#168472 follows
+the same rule for the JIT). Slices of architectures the wheel's tag does not
+name are not judged, and the PASS says how many: no interpreter pip installs that wheel for loads them.
+A message names the slice of a fat file: ``PATH (x86_64 slice)``.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from smoke.stages import FILE, Check
 
 if TYPE_CHECKING:
     from smoke.readers.elf import Libraries
+    from smoke.readers.macho import MachOFile, Slice
     from smoke.readers.wheel import Wheel
     from smoke.rows import Row
 
@@ -136,24 +146,46 @@ def entry_problem(path: str, entry: str) -> str | None:
     return None
 
 
+def judged_slices(wheel: Wheel, f: MachOFile) -> tuple[list[Slice], list[Slice]]:
+    """The slices of f that an interpreter this wheel installs for loads (the tag's architectures; every slice
+    where the wheel has no macOS tag), and the others: dyld loads one slice, the process's, so each is judged on its own."""
+    wanted = {a for _t, _v, arch in macos_tags(wheel) for a in SLICES.get(arch, (arch,))}
+    judged = [s for s in f.slices if not wanted or s.architecture in wanted]
+    return judged, [s for s in f.slices if s not in judged]
+
+
+def slice_label(f: MachOFile, s: Slice) -> str:
+    """The file, and in a fat (universal) file the slice: a need one slice lacks is that slice's alone."""
+    return f.path if len(f.slices) == 1 else f"{f.path} ({s.architecture} slice)"
+
+
+def not_judged(count: int) -> str:
+    return (f"; {count} slices of architectures the tag does not name not judged (no interpreter pip installs this wheel "
+            "for loads them)") if count else ""
+
+
 def check_rpaths(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     name = RUNPATH.name
     binaries = _loadable(wheel)
-    problems = []
+    problems, entries, skipped = [], {}, 0
     for f in binaries.machos:
-        entries = dict.fromkeys(e for s in f.slices for e in s.rpaths)
-        bad = sorted(((e, why) for e in entries if (why := entry_problem(f.path, e))), key=lambda i: i[1] != "a build-tree folder")
-        if bad:
-            shown = ", ".join(f"{e!r} ({why})" for e, why in bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
-            problems.append(f"{f.path} LC_RPATH has {len(bad)} entries outside the install: {shown}")
-    measured = {"libraries": len(binaries.machos),
-                "entries": {f.path: list(dict.fromkeys(e for s in f.slices for e in s.rpaths)) for f in binaries.machos
-                            if any(s.rpaths for s in f.slices)}}
+        judged, others = judged_slices(wheel, f)
+        skipped += len(others)
+        for s in judged:
+            label = slice_label(f, s)
+            if s.rpaths:
+                entries[label] = list(dict.fromkeys(s.rpaths))
+            bad = sorted(((e, why) for e in dict.fromkeys(s.rpaths) if (why := entry_problem(f.path, e))),
+                         key=lambda i: i[1] != "a build-tree folder")
+            if bad:
+                shown = ", ".join(f"{e!r} ({why})" for e, why in bad[:2]) + (f" and {len(bad) - 2} more" if len(bad) > 2 else "")
+                problems.append(f"{label} LC_RPATH has {len(bad)} entries outside the install: {shown}")
+    measured = {"libraries": len(binaries.machos), "entries": entries, "slices_not_judged": skipped}
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)
-    return passed(name, f"{len(binaries.machos)} Mach-O files, every LC_RPATH entry @loader_path-relative inside the environment",
-                  **measured)
+    return passed(name, f"{len(binaries.machos)} Mach-O files, every LC_RPATH entry @loader_path-relative inside the environment"
+                        + not_judged(skipped), **measured)
 
 
 def is_extension_module(path: str) -> bool:
@@ -162,42 +194,53 @@ def is_extension_module(path: str) -> bool:
 
 
 def check_dylibs_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
+    """Each slice on its own: dyld loads the process's slice of every image, and searches that slice's LC_RPATH (and
+    its loaders' slices' of the same architecture), never another slice's."""
     name = RESOLVE.name
     binaries = _loadable(wheel)
-    loadable = {posixpath.normpath(f.path) for f in binaries.machos
-                if any(s.filetype in ("dylib", "bundle") for s in f.slices)}
+    loadable: dict[str, set[str]] = {}  # path -> the architectures of its dylib and bundle slices
+    for f in binaries.machos:
+        for s in f.slices:
+            if s.filetype in ("dylib", "bundle"):
+                loadable.setdefault(posixpath.normpath(f.path), set()).add(s.architecture)
     providers = Providers(wheel, "arm64" if "arm64" in row.machine else "x86_64", MACOS)
-    by_name: dict[str, list] = {}
+    by_name: dict[str, list[MachOFile]] = {}
     for f in binaries.machos:
         by_name.setdefault(PurePosixPath(f.path).name, []).append(f)
 
-    def folders(f) -> list[str]:
-        return [t for e in dict.fromkeys(e for s in f.slices for e in s.rpaths) if not entry_problem(f.path, e)
-                and (t := resolve(f.path, e)) is not None]
+    def folders(f: MachOFile, s: Slice) -> list[str]:
+        return [t for e in dict.fromkeys(s.rpaths) if not entry_problem(f.path, e) and (t := resolve(f.path, e)) is not None]
 
-    loaders: dict[str, list] = {}  # path -> the files whose @rpath names lead to it by file name
+    def in_wheel(folder: str, leaf: str, architecture: str) -> bool:
+        return architecture in loadable.get(posixpath.normpath(posixpath.join(folder, leaf)), ())
+
+    # (path, architecture) -> the slices of that architecture whose @rpath names lead to it by file name
+    loaders: dict[tuple[str, str], list[tuple[MachOFile, Slice]]] = {}
     for f in binaries.machos:
         for s in f.slices:
             for dylib in s.dylibs:
                 for target in by_name.get(PurePosixPath(dylib).name, ()):
                     if target is not f:
-                        loaders.setdefault(target.path, []).append(f)
+                        loaders.setdefault((target.path, s.architecture), []).append((f, s))
 
-    def found_via(f, leaf: str, seen: frozenset[str]) -> str | None:
-        """Where @rpath/leaf is found for f: its own rpaths, else (not an extension module) its loaders'."""
-        for folder in folders(f):
-            if posixpath.normpath(posixpath.join(folder, leaf)) in loadable:
+    def found_via(f: MachOFile, s: Slice, leaf: str, seen: frozenset[str]) -> str | None:
+        """Where @rpath/leaf is found for slice s of f: its own rpaths, else (not an extension module) its loaders'."""
+        for folder in folders(f, s):
+            if in_wheel(folder, leaf, s.architecture):
                 return "in the wheel"
             if (who := providers(folder)) not in (None, "the wheel") and (folder.split("/", 1)[0] != "torch" or leaf in TORCH_DYLIBS):
                 return f"{who} (declared), in {folder}"
         if is_extension_module(f.path) or f.path in seen:
             return None
-        via = [found_via(loader, leaf, seen | {f.path}) for loader in loaders.get(f.path, ())]
+        via = [found_via(lf, ls, leaf, seen | {f.path}) for lf, ls in loaders.get((f.path, s.architecture), ())]
         return via[0] if via and all(via) else None
 
-    found, unresolved = {}, []
+    found, unresolved, skipped = {}, [], 0
     for f in binaries.machos:
-        for s in f.slices:
+        judged, others = judged_slices(wheel, f)
+        skipped += len(others)
+        for s in judged:
+            label = slice_label(f, s)
             for dylib in dict.fromkeys(s.dylibs):
                 if dylib == s.install_name:
                     continue
@@ -205,28 +248,28 @@ def check_dylibs_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckR
                 if dylib.startswith(SYSTEM_PREFIXES):
                     how = "the system's"
                 elif dylib.startswith("@rpath/"):
-                    how = found_via(f, dylib[len("@rpath/"):], frozenset())
+                    how = found_via(f, s, dylib[len("@rpath/"):], frozenset())
                 elif dylib.startswith("@loader_path/"):
-                    target = resolve(f.path, posixpath.dirname(dylib))
-                    if target is not None and posixpath.normpath(posixpath.join(target, PurePosixPath(dylib).name)) in loadable:
+                    beside = resolve(f.path, posixpath.dirname(dylib))
+                    if beside is not None and in_wheel(beside, PurePosixPath(dylib).name, s.architecture):
                         how = "in the wheel"
                 if how is None:
-                    undeclared = [t for t in folders(f) if t.split("/", 1)[0] not in ("", "..") and providers(t) is None]
+                    undeclared = [t for t in folders(f, s) if t.split("/", 1)[0] not in ("", "..") and providers(t) is None]
                     why = ("an absolute path outside the system" if dylib.startswith("/") else
                            f"its LC_RPATH leads to {undeclared[0]}, the folder of {undeclared[0].split('/', 1)[0]}, which the "
                            f"wheel does not declare" if undeclared and dylib.startswith("@rpath/") else
                            "no LC_RPATH entry of it, or of what loads it, leads to it in the wheel or a declared dependency")
-                    unresolved.append((f.path, dylib, why))
+                    unresolved.append((label, dylib, why))
                 else:
-                    found[f"{f.path}: {dylib}"] = how
-    measured = {"found": found, "unresolved": [f"{path}: {dylib}" for path, dylib, _why in unresolved]}
+                    found[f"{label}: {dylib}"] = how
+    measured = {"found": found, "unresolved": [f"{path}: {dylib}" for path, dylib, _why in unresolved], "slices_not_judged": skipped}
     if unresolved:
         shown = "; ".join(f"{path} needs {dylib} ({why})" for path, dylib, why in unresolved[:3])
         more = f" (and {len(unresolved) - 3} more)" if len(unresolved) > 3 else ""
         return failed(name, shown + more, **measured)
     deferred = sum(1 for how in found.values() if "(declared)" in how)
     return passed(name, f"{len(found)} LC_LOAD_DYLIB names of {len(binaries.machos)} Mach-O files found "
-                        f"({deferred} in declared dependencies' folders, checked once installed)", **measured)
+                        f"({deferred} in declared dependencies' folders, checked once installed)" + not_judged(skipped), **measured)
 
 
 PLATFORM_TAG = Check("platform tag", FILE, 5, check_minimum_macos)

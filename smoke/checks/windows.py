@@ -4,20 +4,35 @@ They carry the Linux checks' names, so a Windows row's report has the same shape
 
 - ``architecture``: every ``.pyd``/``.dll``/``.exe`` is of the tag's machine (``win_amd64``: AMD64);
   a file the reader refuses, or named ``.pyd``/``.dll`` and not PE, fails here;
-- ``libraries resolve``: every imported DLL (and delay-loaded one) is found: in the wheel beside the
-  file that imports it (Python loads an extension module with its own folder searched; a DLL's
-  imports are searched there too); a system DLL (delvewheel's list of what every Windows has, the
-  ``api-ms-win-*`` sets, ``pythonXY.dll``) or the Visual C++ runtime (``msvcp140.dll``,
-  ``vcruntime140*.dll``: torch needs it installed too); a DLL of torch's ``torch/lib`` when the wheel
-  declares torch (torch adds that folder with ``os.add_dll_directory`` when imported). A FAIL names
-  the file and the DLL (executorch#14443: "DLL load failed" of ``_portable_lib``).
+- ``libraries resolve``: every imported DLL (and delay-loaded one) is found where the Windows loader
+  searches when Python loads an extension module (Python 3.8 and later: ``LoadLibraryExW`` with
+  ``LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR``, no ``PATH``): in the wheel
+  beside the file that imports it; in a folder of the wheel that one of its modules adds with
+  ``os.add_dll_directory`` (read from the module's source: ``portable_lib.py`` adds its own folder,
+  executorch#14446); a system DLL (delvewheel's list of what every Windows has, the ``api-ms-win-*``
+  sets) or the Visual C++ runtime (``msvcp140.dll``, ``vcruntime140*.dll``: torch needs it installed
+  too); the interpreter's own DLL, the one the wheel's tag names (``cp311``: ``python311.dll``, or
+  ``python3.dll``, the stable ABI's, which every CPython 3 has; ``abi3``: ``python3.dll`` alone): an
+  extension that imports ``python312.dll`` under a ``cp311`` tag loads in no CPython 3.11 (CPython's
+  C API docs, "C API and ABI Stability": on Windows an extension links a specific ``pythonXY.dll``;
+  PEP 384: a stable-ABI one links ``python3.dll``; PyPI's executorch 1.5.1 ``cp311`` ``.pyd`` files
+  import ``python311.dll``); a DLL of torch's ``torch/lib`` when the wheel declares torch (torch adds
+  that folder with ``os.add_dll_directory`` when imported). A FAIL names the file and the DLL.
+
+What it cannot judge is said in its PASS: a DLL left to torch's ``torch/lib`` or to a folder a module
+adds is found only when that module (``import torch``) ran first in the process, and whether each DLL
+then loads is judged only end to end (executorch#14443: 1.0's ``_portable_lib`` failed "DLL load
+failed" though every DLL it imports is placed; fixed by executorch#14446's ``os.add_dll_directory``).
 """
 
 from __future__ import annotations
 
+import ast
 import posixpath
+import re
+import zipfile
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from delvewheel import _dll_list as dll_list
 from packaging.utils import canonicalize_name
@@ -25,7 +40,7 @@ from packaging.utils import canonicalize_name
 from smoke.checks import installed, shipped
 from smoke.readers import native
 from smoke.readers.systems import WINDOWS, of_platform
-from smoke.readers.wheel import marker_environment
+from smoke.readers.wheel import marker_environment, read_member
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
 
@@ -38,6 +53,9 @@ if TYPE_CHECKING:
 # one of these is left to a declared torch.
 TORCH_DLLS = frozenset({"c10.dll", "libiomp5md.dll", "libiompstubs5md.dll", "shm.dll", "torch.dll", "torch_cpu.dll",
                         "torch_global_deps.dll", "torch_python.dll", "uv.dll", "c10_cuda.dll", "torch_cuda.dll"})
+# The interpreter's DLL, as delvewheel names it (python311.dll, python313t.dll, python3.dll; _d for a debug build).
+PYTHON_DLL = re.compile(r"python(\d+)(t?)(_d)?\.dll")
+CPYTHON_ABI = re.compile(r"cp(\d)(\d+)(t?)")
 SYSTEM_NAMES = {"amd64": dll_list.ignore_names_x64, "arm64": dll_list.ignore_names_arm64, "win32": dll_list.ignore_names_x86}
 
 
@@ -79,26 +97,148 @@ def _declares_torch(wheel: Wheel, machine: str) -> bool:
         canonicalize_name(r.name) == "torch" and (r.marker is None or r.marker.evaluate(env)) for r in wheel.requires_dist)
 
 
+def python_dlls(tag) -> frozenset[str]:
+    """The interpreter DLLs an interpreter that installs this tag has: a CPython ABI's pythonXY.dll and python3.dll
+    (every CPython 3 on Windows ships it, forwarding to its own), abi3's python3.dll alone (PEP 384)."""
+    if tag.abi in ("abi3", "abi3t"):
+        return frozenset({f"python3{tag.abi[4:]}.dll"})
+    found = CPYTHON_ABI.fullmatch(tag.abi) or (tag.abi == "none" and CPYTHON_ABI.fullmatch(tag.interpreter))
+    if found:
+        major, minor, threading = found.groups()
+        return frozenset({f"python{major}{minor}{threading}.dll", f"python{major}{threading}.dll"})
+    return frozenset({"python3.dll"})
+
+
+def python_dll_problem(dll: str, tags) -> str | None:
+    """None when every tag's interpreter has this DLL; else why it does not (the first tag that does not)."""
+    found = PYTHON_DLL.fullmatch(dll.lower())
+    if not found:
+        return None
+    digits, threading, debug = found.groups()
+    what = ("the stable ABI's DLL" if digits == "3" else f"CPython {digits[0]}.{digits[1:]}'s DLL") + (
+        " (free-threaded)" if threading else "") + (" (a debug build's)" if debug else "")
+    for tag in sorted(tags, key=str):
+        if dll.lower() not in (allowed := python_dlls(tag)):
+            return (f"{what}, and the tag {tag.interpreter}-{tag.abi} installs it into an interpreter whose DLL is "
+                    f"{' or '.join(sorted(allowed, reverse=True))}")
+    return None
+
+
+# --- folders the wheel's modules add with os.add_dll_directory, read from their source
+
+PATH_CALLS = {"abspath", "realpath", "normpath"}
+
+
+def _folder(node: ast.expr, module: str, names: dict[str, ast.expr], depth: int = 0) -> str | None:
+    """A path expression of a module as a path relative to site-packages, where the file alone says it
+    (``__file__``, ``os.path.dirname``/``abspath``/``realpath``/``normpath``/``join`` of constants, a name bound
+    once to such); None where it does not."""
+    if depth > 20:
+        return None
+    if isinstance(node, ast.Name):
+        if node.id == "__file__":
+            return module
+        bound = names.get(node.id)
+        return None if bound is None else _folder(bound, module, names, depth + 1)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return None  # a bare string is a folder relative to the working directory, or absolute: not the wheel's
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    function = node.func
+    name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+    if name == "dirname" and len(node.args) == 1:
+        inner = _folder(node.args[0], module, names, depth + 1)
+        return None if inner is None else posixpath.dirname(inner)
+    if name in PATH_CALLS and len(node.args) == 1:
+        return _folder(node.args[0], module, names, depth + 1)
+    if name == "join" and node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args[1:]):
+        inner = _folder(node.args[0], module, names, depth + 1)
+        parts = [str(cast(ast.Constant, a).value).replace("\\", "/") for a in node.args[1:]]
+        if inner is None or any(p.startswith("/") or ":" in p for p in parts):
+            return None
+        joined = posixpath.normpath(posixpath.join(inner, *parts))
+        return None if joined == ".." or joined.startswith("../") else joined
+    return None
+
+
+def added_folders(member: str, source: bytes) -> tuple[dict[str, str], list[str]]:
+    """{folder: "MEMBER line N"} of one module's os.add_dll_directory calls whose folder its source says, and its calls
+    whose folder it does not ("MEMBER line N"). A module that does not parse adds nothing (``imports declared`` reads
+    the modules as Python does)."""
+    known: dict[str, str] = {}
+    unknown: list[str] = []
+    if b"add_dll_directory" not in source:
+        return known, unknown
+    try:
+        tree = ast.parse(source, filename=member)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return known, unknown
+    names: dict[str, ast.expr] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = node.value  # a name bound twice is read as its last binding
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Attribute) and node.func.attr == "add_dll_directory"
+                                           or isinstance(node.func, ast.Name) and node.func.id == "add_dll_directory"):
+            where = f"{member} line {node.lineno}"
+            folder = _folder(node.args[0], member, names) if len(node.args) == 1 and not node.keywords else None
+            if folder is None:
+                unknown.append(where)
+            else:
+                known.setdefault(folder, where)
+    return known, unknown
+
+
+def dll_directories(wheel: Wheel) -> tuple[dict[str, str], list[str]]:
+    """``added_folders`` of every module of the wheel."""
+    known: dict[str, str] = {}
+    unknown: list[str] = []
+    with zipfile.ZipFile(wheel.path) as archive:
+        for member in wheel.files:
+            if member.endswith(".py") and ".dist-info/" not in member:
+                found, unread = added_folders(member, read_member(archive, member, wheel.filename))
+                known = {**found, **known}
+                unknown += unread
+    return known, unknown
+
+
 def check_dlls_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     name = RESOLVE.name
     binaries = native.read_binaries(wheel)
     machine = (_tag_machines(wheel) or ["amd64"])[0]
-    shipped = {posixpath.normpath(f.path).lower() for f in binaries.pes if f.is_dll or f.path.lower().endswith((".pyd", ".dll"))}
+    # lower-cased path -> path: the loader matches names without case
+    shipped = {posixpath.normpath(f.path).lower(): posixpath.normpath(f.path) for f in binaries.pes
+               if f.is_dll or f.path.lower().endswith((".pyd", ".dll"))}
     torch = _declares_torch(wheel, machine)
+    tags = [t for t in wheel.tags if of_platform(t.platform) == WINDOWS]
+    added: tuple[dict[str, str], list[str]] | None = None  # read only when a DLL is in the wheel but not beside its importer
     found, unresolved = {}, []
     for f in binaries.pes:
         folder = posixpath.dirname(f.path)
         for dll in dict.fromkeys((*f.imports, *f.delay_imports)):
             beside = posixpath.normpath(posixpath.join(folder, dll)).lower()
+            elsewhere = sorted(p for p in shipped if PurePosixPath(p).name == dll.lower() and p != beside)
             if beside in shipped:
                 how = "in the wheel, beside it"
+            elif f.is_dll and (why := python_dll_problem(dll, tags)):
+                unresolved.append((f.path, dll, why))
+                continue
             elif why := system_dll(dll, machine):
                 how = why
             elif dll.lower() in TORCH_DLLS and torch:
                 how = "torch (declared), in torch/lib"
             else:
-                elsewhere = sorted(p for p in shipped if PurePosixPath(p).name == dll.lower())
-                why = (f"the wheel has it in {elsewhere[0]}, not beside it" if elsewhere else
+                if elsewhere and added is None:
+                    added = dll_directories(wheel)
+                known, unknown = added or ({}, [])
+                adder = next((f"in {posixpath.dirname(shipped[p])}, which {where} adds with os.add_dll_directory"
+                              for p in elsewhere for folder, where in known.items() if folder.lower() == posixpath.dirname(p)), None)
+                if adder:
+                    found[f"{f.path}: {dll}"] = adder
+                    continue
+                why = (f"the wheel has it in {shipped[elsewhere[0]]}, not beside it" + (
+                           f", and no os.add_dll_directory call adds its folder (calls this check cannot read the folder of: "
+                           f"{', '.join(unknown)})" if unknown else "") if elsewhere else
                        "a torch DLL, and the wheel declares no torch" if dll.lower() in TORCH_DLLS else
                        "not in the wheel, not a system DLL, not a declared dependency's")
                 unresolved.append((f.path, dll, why))
@@ -109,7 +249,14 @@ def check_dlls_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
         shown = "; ".join(f"{path} imports {dll} ({why})" for path, dll, why in unresolved[:3])
         more = f" (and {len(unresolved) - 3} more)" if len(unresolved) > 3 else ""
         return failed(name, shown + more, **measured)
-    return passed(name, f"{len(found)} imported DLLs of {len(binaries.pes)} PE files found", **measured)
+    torch_first = sum(1 for how in found.values() if how.startswith("torch (declared)"))
+    module_first = sum(1 for how in found.values() if "os.add_dll_directory" in how)
+    order = [part for count, part in ((torch_first, f"{torch_first} in torch's torch/lib, found once torch is imported first"),
+                                      (module_first, f"{module_first} in folders a module adds with os.add_dll_directory, "
+                                                     "found once it ran")) if count]
+    return passed(name, f"{len(found)} imported DLLs of {len(binaries.pes)} PE files found"
+                        + (f" ({'; '.join(order)})" if order else "")
+                        + "; whether they load is judged only end to end (executorch#14443)", **measured)
 
 
 ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)

@@ -7,12 +7,29 @@ LC_RPATH added, the minimum macOS raised past the tag, a dylib removed), RECORD 
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import zipfile
+from unittest import mock
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from smoke.checks import macos
+from smoke.readers import macho, native
+from smoke.readers.wheel import read_wheel
+from smoke.results import CheckResult
+from smoke.rows import ROWS
 from tests.helpers import (
     C_EXT,
+    X86_64,
     add_rpath,
+    as_architecture,
+    drop_rpath,
     failed_ours,
+    fat,
+    fat_hot_ranges,
+    fat_seed,
+    hot_mutations,
     line,
     member,
     platform_wheel,
@@ -95,3 +112,69 @@ def test_a_truncated_mach_o_or_pe_file_fails_architecture_naming_it(macos_declar
     proc = smoke("inspect", cut)
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert line(proc, "FAIL architecture: ").startswith(f"FAIL architecture: {PORTABLE}: not a PE file the Windows loader would load: ")
+
+
+# --- a fat (universal) file: each slice judged by its own LC_RPATH (issue 37)
+
+LIB = "@loader_path/../../lib"  # _C's entry that leads to executorch/lib, where its @rpath/libexecutorch*.dylib are
+
+
+def test_a_fat_file_whose_arm64_slice_lacks_its_rpath_fails_though_another_slice_has_it(macos_declared, tmp_path):
+    """The x86_64 slice keeps the entry; dyld loads the arm64 slice alone and searches only its LC_RPATH."""
+    thin = member(macos_declared, C_EXT)
+    universal = fat(drop_rpath(thin, LIB), as_architecture(thin, X86_64))
+    proc = smoke("inspect", rewrite_wheel(macos_declared, tmp_path, add={C_EXT: universal}))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert line(proc, "FAIL libraries resolve: ").startswith(
+        f"FAIL libraries resolve: {C_EXT} (arm64 slice) needs @rpath/libexecutorch.dylib (")
+    assert failed_ours(proc) == ["libraries resolve"]
+
+
+def test_a_fat_file_of_an_arm64_wheel_leaves_its_x86_64_slice_unjudged_saying_so(macos_declared, tmp_path):
+    """arm64 whole and an x86_64 slice without the entry: no interpreter pip installs an arm64 wheel for loads x86_64."""
+    thin = member(macos_declared, C_EXT)
+    universal = fat(thin, drop_rpath(as_architecture(thin, X86_64), LIB))
+    proc = smoke("inspect", rewrite_wheel(macos_declared, tmp_path, add={C_EXT: universal}))
+    assert failed_ours(proc) == [], proc.stdout + proc.stderr
+    assert line(proc, "PASS libraries resolve: ").endswith(
+        "; 1 slices of architectures the tag does not name not judged (no interpreter pip installs this wheel for loads them)")
+
+
+def test_a_universal2_wheel_fails_naming_the_x86_64_slice_that_lacks_its_rpath(macos_declared, tmp_path):
+    """executorch/lib's libraries made fat too (arm64 and x86_64), so that only _C's x86_64 slice lacks what it needs."""
+    thin = member(macos_declared, C_EXT)
+    universal = fat(thin, drop_rpath(as_architecture(thin, X86_64), LIB))
+    with zipfile.ZipFile(macos_declared) as archive:
+        libs = {name: fat(data, as_architecture(data, X86_64)) for name in archive.namelist()
+                if name.startswith("executorch/lib/") and name.endswith(".dylib") and (data := archive.read(name))}
+    both = rewrite_wheel(macos_declared, tmp_path, add={**libs, C_EXT: universal},
+                         keep=lambda name: name.startswith(("executorch/lib/", C_EXT)) or ".dist-info/" in name,
+                         new_name=macos_declared.name.replace("arm64", "universal2"))
+    proc = smoke("inspect", both)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fail = line(proc, "FAIL libraries resolve: ")
+    assert fail.startswith(f"FAIL libraries resolve: {C_EXT} (x86_64 slice) needs @rpath/libexecutorch.dylib ("), fail
+    assert f"{C_EXT} (arm64 slice)" not in fail and failed_ours(proc) == ["libraries resolve"]
+
+
+def test_hostile_fat_slices_are_judged_or_refused_never_a_traceback(macos_declared):
+    """Bytes of a fat _C overwritten in its fat header or a slice's load commands: the reader refuses them, or every
+    macOS file check judges the slices it reads (an odd architecture, a string rpath, a slice count) with a result."""
+    wheel = read_wheel(macos_declared)
+    real = native.read_binaries(wheel)
+    row = ROWS["cpu_macos_arm64"]
+    universal = fat_seed(member(macos_declared, C_EXT), LIB)
+
+    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(hot_mutations(universal, fat_hot_ranges(universal)))
+    def check(data):
+        try:
+            mutant = macho.read_macho(C_EXT, data)
+        except macho.MachOError:
+            return
+        binaries = dataclasses.replace(real, machos=tuple(mutant if f.path == C_EXT else f for f in real.machos))
+        with mock.patch.object(native, "read_binaries", lambda _wheel: binaries):
+            for each in macos.CHECKS:
+                assert isinstance(each.function(wheel, row, None), CheckResult)
+
+    check()

@@ -14,7 +14,11 @@ from smoke.readers import macho, pe
 from tests.helpers import (
     C_EXT,
     add_rpath,
+    fat_hot_ranges,
+    fat_seed,
+    hot_mutations,
     member,
+    pe_import_ranges,
     platform_wheel,
     set_minimum_macos,
 )
@@ -80,3 +84,37 @@ def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only():
 @pytest.mark.slow
 def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only_thousands():
     _property(1000)  # 3000 took 563 s here; a thousand keeps CI inside its time
+
+
+# --- hostile bytes where the issue-37 paths read: a fat file's header and each slice's load commands, a PE file's
+# import directory and the DLL names it points to
+
+def fat_and_pe_seeds() -> tuple[bytes, bytes]:
+    """A fat file of two real slices (arm64, and a copy labelled x86_64 that lost an LC_RPATH), and a real .pyd."""
+    universal = fat_seed(member(platform_wheel("macosx_14_0_arm64", "1.5.1"), C_EXT), "@loader_path/../../lib")
+    pyd = member(platform_wheel("win_amd64", "1.5.1"), "executorch/extension/pybindings/data_loader.cp311-win_amd64.pyd")
+    return universal, pyd
+
+
+def hostile_fat_and_pe():
+    universal, pyd = fat_and_pe_seeds()
+    return st.one_of(hot_mutations(universal, fat_hot_ranges(universal)), hot_mutations(pyd, pe_import_ranges(pyd)),
+                     st.binary(max_size=256).map(lambda b: b"\xca\xfe\xba\xbe\x00\x00\x00\x02" + b))
+
+
+def _fat_and_pe_property(examples: int):
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(hostile_fat_and_pe())
+    def check(data):
+        _judge(data, data[:pe.PE_HEAD_SIZE])
+
+    check()
+
+
+def test_hostile_fat_slices_and_pe_imports_are_the_readers_errors_only():
+    _fat_and_pe_property(60)  # pefile reads a .pyd's import directory in about 30 ms here
+
+
+@pytest.mark.slow
+def test_hostile_fat_slices_and_pe_imports_are_the_readers_errors_only_thousands():
+    _fat_and_pe_property(1000)  # 2000 took 193 s here
