@@ -478,3 +478,17 @@ def with_dist_info(slim, tmp, name, text):
     """The wheel with one .dist-info file replaced (RECORD rewritten to match, unless RECORD is the one replaced)."""
     return rewrite_wheel(slim, tmp / "in", add={f"{SLIM_DIST_INFO}/{name}": text.encode() if isinstance(text, str) else text},
                          update_record=name != "RECORD")
+
+
+def without_symbol(data: bytes, name: str) -> bytes:
+    """A library whose dynamic symbol table no longer defines ``name``: its name in ``.dynstr`` has its first byte
+    changed (``_ZN...`` -> ``XZN...``), as a build that left the function out would ship it; the loader, looking it up
+    by name, finds no definition."""
+    from elftools.elf.elffile import ELFFile
+
+    elf_file = ELFFile(io.BytesIO(data))
+    table = elf_file.get_section_by_name(".dynsym")
+    strings = elf_file.get_section(table["sh_link"])
+    at = next(strings["sh_offset"] + symbol["st_name"] for symbol in table.iter_symbols()
+              if symbol.name == name and symbol["st_shndx"] != "SHN_UNDEF")
+    return data[:at] + b"X" + data[at + 1:]
