@@ -582,3 +582,17 @@ def fat_seed(thin: bytes, rpath: str) -> bytes:
     x86_64 that lost ``rpath``: the seed hostile fat bytes are made from."""
     head = thin[:32 + struct.unpack("<I", thin[20:24])[0] + 4096]
     return fat(head, drop_rpath(as_architecture(head, X86_64), rpath))
+
+
+def without_symbol(data: bytes, name: str) -> bytes:
+    """A library whose dynamic symbol table no longer defines ``name``: its name in ``.dynstr`` has its first byte
+    changed (``_ZN...`` -> ``XZN...``), as a build that left the function out would ship it; the loader, looking it up
+    by name, finds no definition."""
+    from elftools.elf.elffile import ELFFile
+
+    elf_file = ELFFile(io.BytesIO(data))
+    table = elf_file.get_section_by_name(".dynsym")
+    strings = elf_file.get_section(table["sh_link"])
+    at = next(strings["sh_offset"] + symbol["st_name"] for symbol in table.iter_symbols()
+              if symbol.name == name and symbol["st_shndx"] != "SHN_UNDEF")
+    return data[:at] + b"X" + data[at + 1:]

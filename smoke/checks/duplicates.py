@@ -7,18 +7,30 @@ the same bytes, or with the same ``DT_SONAME`` (one library under two names, or 
 naming both. Two copies of a file that is no library cost the download and the disk, not the wheel's working:
 where those are all it finds, it is a WARN (docs/checks.md: severities). Only members whose size another
 member shares are hashed (sha256, in 1 MiB chunks).
+
+A library a dependency ships, bundled under another name, is a second copy in the process too. The gate judges the
+OpenMP runtime so (GNU's libgomp, Intel's libiomp5, LLVM's libomp; by name, as auditwheel renames a bundled copy
+``libgomp-<hash>.so.1``, or by the entry points every one defines): torch ships its own (every torch wheel in
+``smoke/readers/dependency_files.json`` ships ``torch/lib/libgomp.so.1``), and an executorch process loads torch. An
+OpenMP runtime of the wheel's that the loader would not take for torch's (another SONAME) is a second runtime, each
+with its own thread pool and state: a FAIL (pytorch#149422; pytorch#98836 measured two libgomp copies in one process,
+torch's and scikit-learn's renamed one). Where the gate has read no wheel of the torch the wheel pairs with, that
+part is judged only end to end (a SKIP where nothing else is found).
 """
 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections import defaultdict
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from smoke.checks.resolve import Known
 from smoke.readers import elf
-from smoke.readers.wheel import hash_member, read_member
-from smoke.results import CheckResult, failed, passed, warned
+from smoke.readers.wheel import Providers, hash_member, read_member
+from smoke.results import CheckResult, failed, passed, skipped, warned
 from smoke.stages import FILE, Check
 
 if TYPE_CHECKING:
@@ -27,6 +39,11 @@ if TYPE_CHECKING:
     from smoke.rows import Row
 
 LARGE_BYTES = 1_000_000  # "over 1 MB": a copy of anything this large is named
+# An OpenMP runtime by its file name or SONAME: libgomp.so.1, libgomp-a34b3233.so.1 (auditwheel's renamed copy),
+# libiomp5.so, libomp.so; or by the entry points each defines (GNU's GOMP_parallel, LLVM's and Intel's __kmpc_fork_call,
+# and the API's omp_get_num_threads: a library that links a runtime statically defines them too).
+OPENMP_NAME = re.compile(r"^lib(gomp|iomp5|omp)([-.]|$)")
+OPENMP_SYMBOLS = frozenset({"omp_get_num_threads", "GOMP_parallel", "__kmpc_fork_call"})
 
 
 def soname(data: bytes) -> str | None:
@@ -67,6 +84,37 @@ def duplicates(wheel: Wheel, libraries: Libraries) -> tuple[list[tuple[str, ...]
     return same, alike
 
 
+def openmp_runtimes(libraries: Libraries) -> dict[str, str]:
+    """The wheel's OpenMP runtimes (a library bundling one statically among them): path -> the name the loader knows it
+    by (its SONAME, else its file name)."""
+    return {lib.path: lib.soname or PurePosixPath(lib.path).name for lib in libraries.items if lib.kind == "ET_DYN"
+            and (OPENMP_NAME.match(PurePosixPath(lib.path).name) or OPENMP_NAME.match(lib.soname) or lib.exported & OPENMP_SYMBOLS)}
+
+
+def second_openmp(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str, dict]:
+    """(two OpenMP runtimes in one process, each named; what is judged only end to end; measured)."""
+    ours = openmp_runtimes(libraries)
+    if not ours:
+        return [], "", {}
+    problems = []
+    if len(set(ours.values())) > 1:
+        problems.append(f"{' and '.join(ours)} are {len(set(ours.values()))} OpenMP runtimes, each loaded by its own name "
+                        "(pytorch#149422)")
+    torch = Known(wheel, row, Providers(wheel, row.machine)).torch()
+    theirs = sorted({f for w in torch.wheels for f in w.files if OPENMP_NAME.match(PurePosixPath(f).name)})
+    measured = {"openmp_runtimes": ours, "torch_openmp_runtimes": theirs}
+    if not torch.wheels:
+        return problems, (f"the wheel ships an OpenMP runtime ({', '.join(ours)}); whether the torch it runs with loads "
+                          f"another is judged only end to end: {torch.said}"), measured
+    for path, known_as in ours.items():
+        other = [f for f in theirs if PurePosixPath(f).name != known_as]
+        if other:
+            problems.append(f"{path} is an OpenMP runtime ({known_as}), and {torch.said} ships its own ({', '.join(other)}): "
+                            "two OpenMP runtimes in one process, each with its own threads and state (pytorch#149422); "
+                            "link torch's instead of bundling one")
+    return problems, "", measured
+
+
 def check_duplicate_content(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     name = DUPLICATE_CONTENT.name
     same, alike = duplicates(wheel, libraries)
@@ -74,17 +122,27 @@ def check_duplicate_content(wheel: Wheel, row: Row, libraries: Libraries) -> Che
                 for group in same]
     problems += [f"{' and '.join(group)} are one library under {len(group)} names (each has SONAME {soname_!r})"
                  for soname_, group in alike]
-    measured = {"same_bytes": [list(group) for group in same], "same_soname": {s: list(group) for s, group in alike}}
+    openmp, unjudged, about_openmp = second_openmp(wheel, row, libraries)
+    measured = {"same_bytes": [list(group) for group in same], "same_soname": {s: list(group) for s, group in alike},
+                **about_openmp}
+    also = f"; {unjudged}" if unjudged else ""
+    if openmp:
+        found = problems + openmp
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        return failed(name, "; ".join(found[:3]) + more + also, **measured)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         shared = {lib.path for lib in libraries.items if lib.kind == "ET_DYN"}
         loads_twice = alike or any(member in shared for group in same for member in group)
         judge = failed if loads_twice else warned
         return judge(name, "; ".join(problems[:3]) + more + "; ship each once"
-                     + ("" if loads_twice else " (no library among them: it costs the download, not the wheel's working)"),
-                     **measured)
-    return passed(name, f"no two members over {LARGE_BYTES // 1_000_000} MB, and no two shared libraries, have the same bytes; "
-                        f"no two libraries share a SONAME", **measured)
+                     + ("" if loads_twice else " (no library among them: it costs the download, not the wheel's working)")
+                     + also, **measured)
+    said = (f"no two members over {LARGE_BYTES // 1_000_000} MB, and no two shared libraries, have the same bytes; "
+            "no two libraries share a SONAME")
+    if unjudged:
+        return skipped(name, f"{unjudged}; {said}", **measured)
+    return passed(name, said, **measured)
 
 
 def _size(wheel: Wheel, member: str) -> str:

@@ -1,9 +1,15 @@
-"""Whether every library the wheel ships finds what it needs (DT_NEEDED), as far as the wheel file tells.
+"""Whether every library the wheel ships finds what it needs (DT_NEEDED, and the symbols it can see), as far as the
+wheel file tells.
 
 - ``libraries resolve``: every DT_NEEDED of every ELF file is found: in the wheel through its
-  ``$ORIGIN`` entries, in the folder of a dependency the wheel declares (checked in the installed
-  environment by ``check_dependency_libraries``), or as a system library every platform tag's
-  policy allows (``smoke.checks.policy``).
+  ``$ORIGIN`` entries, in the folder of a dependency the wheel declares where the wheels of it the gate has read
+  ship that file (``smoke/readers/dependency_files.json``: the paired torch line's, the declared ``nvidia-*``
+  packages'; checked again in the installed environment by ``check_dependency_libraries``), or as a system library
+  every platform tag's policy allows (``smoke.checks.policy``). A need left to a dependency the gate has read no
+  wheel of is not placed: it is said to be judged only end to end (a SKIP where nothing fails). Every undefined
+  symbol of ExecuTorch's own namespaces is defined by the file itself or a shipped library it loads (DT_NEEDED,
+  followed through): the only definers of those symbols are ExecuTorch's libraries; the other undefined symbols
+  are left to system and dependency libraries the gate does not read, judged end to end.
 - ``dependency libraries installed``: each need left to a declared dependency is in its folder as installed.
 
 A FAIL names the file and what it needs.
@@ -17,10 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from packaging.utils import canonicalize_name
+
+from smoke.backends.cuda_checks import cuda_train
 from smoke.checks.policy import linux_tags, tag_policy
-from smoke.readers import elf
+from smoke.errors import NoTorchPairing
+from smoke.readers import elf, pairing, releases
 from smoke.readers.wheel import Providers, Wheel
-from smoke.results import CheckResult, failed, passed
+from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import ENVIRONMENT, FILE, Check
 
 if TYPE_CHECKING:
@@ -50,6 +60,69 @@ class Resolution:
     found: dict[str, str]  # "file: soname" -> how
     deferred: tuple[Deferred, ...]
     unresolved: tuple[tuple[str, str, str], ...]  # (file, soname, why not)
+    # (file, soname, why): needs left to a dependency whose wheels the gate has not read, judged only end to end
+    unjudged: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What the gate knows a dependency ships, for one wheel and row: the wheels of it it has read that stand for it
+    (``smoke/readers/dependency_files.json``), and those in words, or why there are none."""
+
+    wheels: tuple[releases.DependencyWheel, ...]
+    said: str  # "torch 2.14 (torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl)", or why none was read
+
+
+class Known:
+    """What each declared dependency (or the torch the policy leaves to the user) ships, as far as the gate has read
+    its wheels: torch by the line the wheel pairs with (``smoke.readers.pairing``) for the row's machine, of the CUDA
+    train of a +cuXXX wheel (a CPU build runs on any of torch's builds: every one read must ship the need); another
+    package by the versions its requirement admits."""
+
+    def __init__(self, wheel: Wheel, row: Row, providers: Providers) -> None:
+        self.wheel, self.machine, self.train = wheel, row.machine, cuda_train(wheel)
+        self.declared = providers.declared
+        try:
+            self.torch_line: str | None = pairing.pair(wheel).torch
+            self.pairing_error = ""
+        except NoTorchPairing as exc:
+            self.torch_line, self.pairing_error = None, str(exc)
+        self._seen: dict[str, tuple[Shipped, ...]] = {}
+
+    def of(self, target: str, requirement: str) -> tuple[Shipped, ...]:
+        """What is known of the package(s) that may hold ``target`` (one declared package; every declared nvidia-*
+        package for nvidia/, which they share)."""
+        top = target.split("/", 1)[0]
+        key = f"{top} {requirement}"
+        if key not in self._seen:
+            if canonicalize_name(top) == "torch":
+                self._seen[key] = (self.torch(),)
+            else:
+                name = requirement.split(" (", 1)[0]
+                reqs = [r for r in self.declared if (top == "nvidia" and canonicalize_name(r.name).startswith("nvidia-"))
+                        or canonicalize_name(r.name) == canonicalize_name(name)]
+                self._seen[key] = tuple(self._package(r) for r in reqs) or (Shipped((), f"{name}: no wheel of it read"),)
+        return self._seen[key]
+
+    def torch(self) -> Shipped:
+        """What the torch this wheel pairs with ships, for the row's machine (and the wheel's CUDA train)."""
+        if self.torch_line is None:
+            return Shipped((), f"the gate pairs no torch line with executorch {self.wheel.version} ({self.pairing_error})")
+        build = f" {self.train}" if self.train else ""
+        wheels = tuple(w for w in releases.dependency_wheels("torch") if w.line == self.torch_line
+                       and self.machine in w.machines and (self.train is None or w.variant == self.train))
+        if not wheels:
+            return Shipped((), f"the gate has read no torch {self.torch_line}{build} wheel for {self.machine} "
+                               "(smoke/readers/dependency_files.json), the torch this release pairs with")
+        return Shipped(wheels, f"torch {self.torch_line}{build} ({', '.join(w.wheel for w in wheels)})")
+
+    def _package(self, req) -> Shipped:
+        name = canonicalize_name(req.name)
+        wheels = tuple(w for w in releases.dependency_wheels(name)
+                       if self.machine in w.machines and req.specifier.contains(w.version, prereleases=True))
+        if not wheels:
+            return Shipped((), f"the gate has read no wheel of {req} for {self.machine} (smoke/readers/dependency_files.json)")
+        return Shipped(wheels, f"{req.name} ({', '.join(w.wheel for w in wheels)})")
 
 
 def system_libraries(wheel: Wheel) -> tuple[list, frozenset[str]]:
@@ -65,12 +138,15 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
     search path does not reach is still met when the file is only ever loaded as a dependency, and
     every shipped file that needs it meets that need first (the loader then finds it already loaded
     by its soname); a file nothing else needs (an extension module, a library opened by path) must
-    reach everything itself.
+    reach everything itself. A need is placed in a declared dependency only where the wheels of it the gate
+    has read ship that file where the entry leads: that the file's RUNPATH also searches torch's folder does not
+    make torch hold what the wheel left out (a wheel without its own libexecutorch_etdump.so, which _C needs).
     """
     # Only a shared library the loader can map satisfies a need: not a folder, not a text file under
     # the name, not an object file (ET_REL) or an executable.
     files = {posixpath.normpath(lib.path) for lib in libraries.items if lib.kind == "ET_DYN"}
     providers = Providers(wheel, row.machine)
+    known = Known(wheel, row, providers)
     by_name: dict[str, list[elf.Library]] = {}
     for lib in libraries.items:
         by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
@@ -81,7 +157,10 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                 if dependency is not lib:
                     needed_by.setdefault(dependency.path, []).append(lib)
 
-    own: dict[tuple[str, str], tuple[str, Any]] = {}  # (file, soname) -> ("wheel"|"system"|"driver"|"dependency", detail)
+    # (file, soname) -> ("wheel"|"system"|"driver"|"dependency"|"unjudged", detail)
+    own: dict[tuple[str, str], tuple[str, Any]] = {}
+    leads: dict[tuple[str, str], tuple] = {}  # (file, soname) -> its entries into declared packages, for `deferred`
+    not_shipped: dict[tuple[str, str], tuple[str, ...]] = {}  # (file, soname) -> "FOLDER of WHAT" read and lacking it
     for lib in libraries.items:
         targets = lib.origin_targets()
         for soname in lib.needed:
@@ -96,44 +175,77 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                 own[lib.path, soname] = ("driver", soname)
             else:
                 into = [(t, p) for t in targets if (p := providers(t)) not in (None, "the wheel")]
-                if into:
-                    others = tuple(t for t in targets if providers(t) is None and _package_folder(t))
-                    own[lib.path, soname] = ("dependency", (tuple(t for t, _ in into), into[0][1], others))
+                if not into:
+                    continue
+                others = tuple(t for t in targets if providers(t) is None and _package_folder(t))
+                leads[lib.path, soname] = (tuple(t for t, _ in into), into[0][1], others)
+                placed, unknown, lacking = [], [], []
+                for target, requirement in into:
+                    for shipped in known.of(target, requirement):
+                        holding = [w for w in shipped.wheels if posixpath.join(target, soname) in w.files]
+                        if not shipped.wheels:
+                            unknown.append(shipped.said)
+                        elif len(holding) == len(shipped.wheels):
+                            placed.append((target, requirement, shipped.said))
+                        elif holding:
+                            unknown.append(f"{shipped.said}: only {', '.join(w.wheel for w in holding)} ships {target}/{soname}")
+                        else:
+                            lacking.append(f"{target} as {shipped.said} ships it")
+                if placed:
+                    own[lib.path, soname] = ("dependency", placed[0])
+                elif unknown:
+                    own[lib.path, soname] = ("unjudged", "; ".join(dict.fromkeys(unknown)))
+                else:
+                    not_shipped[lib.path, soname] = tuple(lacking)
 
-    def met(lib: elf.Library, soname: str, seen: frozenset[str]) -> bool:
+    def met(lib: elf.Library, soname: str, seen: frozenset[str]) -> str | None:
+        """"met", "unjudged" (met only where a need left to an unread dependency is), or None."""
         if (lib.path, soname) in own:
-            return True
+            return "unjudged" if own[lib.path, soname][0] == "unjudged" else "met"
         if is_extension_module(lib.path):
-            return False  # Python loads it by its path, whoever else lists it: it must reach its needs itself
+            return None  # Python loads it by its path, whoever else lists it: it must reach its needs itself
         loaders = needed_by.get(lib.path, [])
-        return bool(loaders) and lib.path not in seen and all(met(p, soname, seen | {lib.path}) for p in loaders)
+        if not loaders or lib.path in seen:
+            return None
+        ways = [met(p, soname, seen | {lib.path}) for p in loaders]
+        return None if None in ways else "unjudged" if "unjudged" in ways else "met"
 
-    found, deferred, unresolved = {}, [], []
+    found, deferred, unresolved, unjudged = {}, [], [], []
     for lib in libraries.items:
         for soname in lib.needed:
             if _INTERPRETER.match(soname):
                 continue
             how = own.get((lib.path, soname))
+            if (lib.path, soname) in leads:
+                folders, requirement, others = leads[lib.path, soname]
+                deferred.append(Deferred(lib.path, soname, folders, requirement, others))
             if "/" in soname:
                 unresolved.append((lib.path, soname, "a name with a '/' is opened relative to the working directory, "
                                                      "with no search"))
             elif how is None:
-                if met(lib, soname, frozenset()):
+                way = met(lib, soname, frozenset())
+                if way == "met":
                     found[f"{lib.path}: {soname}"] = "already loaded by the shipped files that load it"
+                elif way == "unjudged":
+                    unjudged.append((lib.path, soname, "left to the shipped files that load it, which leave it to a "
+                                                       "dependency the gate has not read"))
                 else:
-                    unresolved.append((lib.path, soname, _why_not(providers, lib)))
+                    unresolved.append((lib.path, soname, _why_not(providers, lib, not_shipped.get((lib.path, soname), ()))))
+            elif how[0] == "unjudged":
+                unjudged.append((lib.path, soname, how[1]))
             elif how[0] == "dependency":
-                folders, requirement, others = how[1]
-                deferred.append(Deferred(lib.path, soname, folders, requirement, others))
-                # which package holds it the wheel file does not tell: the installed environment does
+                target, requirement, said = how[1]
+                others = leads[lib.path, soname][2]
+                # which package holds it as installed the wheel file does not tell: the installed environment does
                 elsewhere = f" or {', '.join(others)} (not declared)" if others else ""
                 declared = "" if requirement.endswith("(user-supplied)") else " (declared)"
-                found[f"{lib.path}: {soname}"] = f"{requirement}{declared}, in {folders[0]}{elsewhere}: checked once installed"
+                found[f"{lib.path}: {soname}"] = (f"{requirement}{declared}, in {target}{elsewhere}, as {said} ships it: "
+                                                  "checked once installed")
             else:
                 found[f"{lib.path}: {soname}"] = {"wheel": "in the wheel", "system": "a system library the policy allows",
                                                   "driver": "the GPU driver, the machine's"}[how[0]] + (
                     f": {how[1]}" if how[0] == "wheel" else "")
-    return Resolution(found, tuple(deferred), tuple(unresolved))
+    return Resolution(found, tuple(deferred), tuple(unresolved), tuple(unjudged))
 
 
 def is_extension_module(path: str) -> bool:
@@ -152,20 +264,60 @@ def _package_folder(target: str) -> bool:
     return bool(target) and top.isidentifier() and top not in _PREFIX_FOLDERS
 
 
-def _why_not(providers: Providers, lib: elf.Library) -> str:
-    """Why the loader will not find it: an entry into a package the wheel does not declare, or nowhere."""
+def _why_not(providers: Providers, lib: elf.Library, lacking: tuple[str, ...] = ()) -> str:
+    """Why the loader will not find it: an entry into a package the wheel does not declare, or nowhere (``lacking``:
+    the declared packages' folders it leads into, whose wheels the gate has read without the file)."""
     undeclared = sorted({t.split("/", 1)[0] for t in lib.origin_targets() if t and providers(t) is None
                          and t.split("/", 1)[0].isidentifier() and t.split("/", 1)[0] not in _PREFIX_FOLDERS})
     if undeclared:
         return (f"its {lib.tag} leads into {', '.join(f'{top}/' for top in undeclared)}, the folder of a package the wheel "
                 f"does not declare (Requires-Dist), so pip installs none: declare {', '.join(undeclared)}")
     where = f"where its {lib.tag} {':'.join(lib.search_path)} leads" if lib.search_path else "(it has no RUNPATH)"
-    return f"not in the wheel {where}, not in a declared dependency, and not a system library the tag's policy allows"
+    dependency = f"not in {'; '.join(dict.fromkeys(lacking))}" if lacking else "not in a declared dependency"
+    return f"not in the wheel {where}, {dependency}, and not a system library the tag's policy allows"
+
+
+# ExecuTorch's own C++ namespaces, mangled: executorch:: and its older torch::executor:: (functions, const member
+# functions, vtables and typeinfo). Their only definers are ExecuTorch's libraries, so an undefined one is judged
+# here: no system library defines one, and no torch library does (measured on the torch wheels dependency_files.json
+# names, 2.13.0+cpu, and 2.13.0 and 2.14.1 for x86_64 and aarch64: none of their torch/lib libraries defines one).
+# Every other undefined symbol may be defined by a library the gate does not read (libc, libstdc++, torch's):
+# those are judged end to end, where the loader binds them (upstream's test_shared_libraries.py runs `ldd -r`).
+OWN_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVKO]*(?:10executorch|5torch8executor)")
+
+
+def unmet_symbols(libraries: Libraries, skip: frozenset[str] = frozenset()) -> tuple[dict[str, list[str]], int, int]:
+    """Each file's undefined symbols of ExecuTorch's namespaces that neither it nor a shipped library it loads
+    (DT_NEEDED by file name, followed through) defines; how many undefined symbols were judged so, and how many
+    were left to libraries the gate does not read. The files in ``skip`` (a need already unresolved) are not judged."""
+    by_name: dict[str, list[elf.Library]] = {}
+    for lib in libraries.items:
+        by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
+    unmet: dict[str, list[str]] = {}
+    judged = left = 0
+    for start in libraries.items:
+        ours = {symbol for symbol in start.undefined if OWN_SYMBOL.match(symbol)}
+        judged, left = judged + len(ours), left + len(start.undefined) - len(ours)
+        if not ours or start.path in skip:
+            continue
+        seen, todo, defined = {start.path}, [start], set[str]()
+        while todo:
+            lib = todo.pop()
+            defined |= lib.exported
+            for name in lib.needed:
+                for dependency in by_name.get(name, ()):
+                    if dependency.path not in seen:
+                        seen.add(dependency.path)
+                        todo.append(dependency)
+        if missing := sorted(ours - defined):
+            unmet[start.path] = missing
+    return unmet, judged, left
 
 
 def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     """Every DT_NEEDED of every ELF file is in the wheel (through $ORIGIN), in a declared dependency's
-    folder, or a system library every platform tag's policy allows."""
+    folder where that dependency's wheels ship it, or a system library every platform tag's policy allows; every
+    undefined symbol of ExecuTorch's namespaces is defined by a shipped library loaded with it."""
     name = LIBRARIES_RESOLVE.name
     policies, allowed = system_libraries(wheel)
     resolution = resolve_needed(wheel, row, libraries, allowed)
@@ -173,19 +325,40 @@ def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> Che
     for path, soname, why in resolution.unresolved:
         grouped.setdefault((path, why), []).append(soname)
     problems = [f"{path} needs {', '.join(sonames)}: {why}" for (path, why), sonames in grouped.items()]
+    unmet, judged, left = unmet_symbols(libraries, frozenset(path for path, _soname, _why in resolution.unresolved))
+    problems += [f"{path} needs {len(symbols)} symbol{'s' if len(symbols) > 1 else ''} of ExecuTorch's that neither it nor "
+                 f"a shipped library it loads defines ({', '.join(symbols[:2])}{' ...' if len(symbols) > 2 else ''}): the "
+                 f"load fails on {'them' if len(symbols) > 1 else 'it'} (undefined symbol)" for path, symbols in unmet.items()]
     counts: dict[str, int] = {}
     for how in resolution.found.values():
         key = how.split(":")[0].split(" (declared)")[0]
         key = "declared dependencies" if " (declared)" in how else "user-supplied (the gate's policy)" if "(user-supplied)" in how else key
         counts[key] = counts.get(key, 0) + 1
-    measured = {"needed": len(resolution.found) + len(resolution.unresolved), "found": resolution.found,
-                "deferred": [d.__dict__ for d in resolution.deferred], "system_allowed_by": [p.name for p in policies]}
+    measured = {"needed": len(resolution.found) + len(resolution.unresolved) + len(resolution.unjudged),
+                "found": resolution.found, "deferred": [d.__dict__ for d in resolution.deferred],
+                "unjudged": {f"{path}: {soname}": why for path, soname, why in resolution.unjudged},
+                "symbols_judged": judged, "symbols_unmet": unmet, "symbols_left_to_the_loader": left,
+                "system_allowed_by": [p.name for p in policies]}
+    unjudged: dict[str, tuple[dict[str, None], set[str]]] = {}  # why -> (sonames, the files that need them)
+    for path, soname, why in resolution.unjudged:
+        sonames, needing = unjudged.setdefault(why, ({}, set()))
+        sonames[soname] = None
+        needing.add(path)
+    judged_later = "; ".join(f"{', '.join(list(sonames)[:4])}{f' and {len(sonames) - 4} more' if len(sonames) > 4 else ''}, "
+                             f"needed by {len(needing)} file{'s' if len(needing) > 1 else ''}: {why}"
+                             for why, (sonames, needing) in unjudged.items())
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)
+        also = f"; {len(resolution.unjudged)} more needs judged only end to end" if resolution.unjudged else ""
+        return failed(name, "; ".join(problems[:3]) + more + also, problems=problems, **measured)
     said = ", ".join(f"{n} {key}" for key, n in counts.items())
     checked = "; the declared dependencies' ones are checked once installed" if resolution.deferred else ""
-    return passed(name, f"{len(resolution.found)} needed libraries found: {said}{checked}", **measured)
+    symbols = (f"; {judged} undefined symbols of ExecuTorch's namespaces, each defined by a shipped library loaded with them "
+               f"(the other {left} are the loader's to bind, judged end to end)")
+    if resolution.unjudged:
+        return skipped(name, f"{len(resolution.unjudged)} needs judged only end to end, not here: {judged_later}; the other "
+                             f"{len(resolution.found)} found: {said}{symbols}", **measured)
+    return passed(name, f"{len(resolution.found)} needed libraries found: {said}{checked}{symbols}", **measured)
 
 
 def check_dependency_libraries(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: Libraries) -> CheckResult:

@@ -104,6 +104,13 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
         rows = list(csv.reader(io.StringIO(read_member(archive, record_name, wheel.filename).decode("utf-8", "replace"))))
         listed = {r[0]: r for r in rows if r}
         problems = []
+        if record_name not in listed:
+            # The wheel spec (binary distribution format, after PEP 376): RECORD lists every file of the wheel, itself
+            # too, with an empty hash and size. `installer` (pdm, uv's tests, anyone installing by the spec) asserts
+            # that every member is mentioned in RECORD and refuses the wheel: torchvision 0.14.0 shipped one so
+            # (pytorch/vision#6869).
+            problems.append(f"RECORD does not list itself ({record_name}), as the wheel spec asks (its own line, with an "
+                            "empty hash and size): installer refuses such a wheel (pytorch/vision#6869)")
         for member in names:
             if member == record_name or member.endswith((".dist-info/RECORD.jws", ".dist-info/RECORD.p7s")):
                 continue

@@ -63,6 +63,10 @@ class Library:
     isa_level: str | None = None  # an x86-64 microarchitecture level it declares it needs (x86_64_v3, ...), or None
     # The weak definitions of the symbols ``defined`` keeps (smoke.checks.owners says when one is a copy)
     weak_defined: frozenset[str] = frozenset()
+    soname: str = ""  # its DT_SONAME, or "" for none
+    # Every symbol its dynamic symbol table defines, of any binding the loader binds to (global, weak, GNU unique):
+    # what smoke.checks.resolve matches the undefined symbols of the libraries loaded with it against
+    exported: frozenset[str] = frozenset()
 
     @property
     def cuda_needed(self) -> tuple[str, ...]:
@@ -98,10 +102,12 @@ def read_library(path: str, data: bytes) -> Library:
     try:
         elf = ELFFile(io.BytesIO(data))
         check_layout(elf, len(data))  # every header, section and segment inside the file, as the tables below assume
-        needed, runpath, rpath = [], [], []
+        needed, runpath, rpath, soname = [], [], [], ""
         for kind, value in dynamic_strings(elf):
             if kind == "DT_NEEDED":
                 needed.append(value)
+            elif kind == "DT_SONAME":
+                soname = value
             elif kind == "DT_RUNPATH":
                 runpath.extend(value.split(":"))
             elif kind == "DT_RPATH":
@@ -117,6 +123,8 @@ def read_library(path: str, data: bytes) -> Library:
             "kind": elf["e_type"],
             "versions": tuple(elf_find_versioned_symbols(elf)),
             "undefined": frozenset(_undefined_symbols(elf)),
+            "exported": frozenset(name for name, binding, defined in dynamic_symbols(elf)
+                                  if name and defined and binding in EXPORTING_BINDINGS),
             "machine": f"{elf['e_machine']}, {elf.elfclass}-bit, {'little' if elf.little_endian else 'big'}-endian",
             "architecture": architecture,
             "isa_level": isa.value if isa is not None else None,
@@ -130,13 +138,15 @@ def read_library(path: str, data: bytes) -> Library:
     # The loader ignores DT_RPATH when DT_RUNPATH is present.
     entries, tag = (runpath, "RUNPATH") if runpath else (rpath, "RPATH" if rpath else "")
     return Library(path, tuple(needed), tuple(e for e in entries if e), tag, defined,
-                   empty_entries=sum(1 for e in entries if not e), **loader, weak_defined=weak_defined)
+                   empty_entries=sum(1 for e in entries if not e), **loader, weak_defined=weak_defined, soname=soname)
 
 
 # The longest string read from a string table (mangled C++ names run to a few hundred bytes; executorch's
 # longest is far below this): a longer one is cut here, so that many entries naming one long run stay cheap.
 MAX_SYMBOL_NAME = 4096
 STB_WEAK = 2  # the binding in the high four bits of st_info (ELF gABI)
+# The bindings of a definition another library's undefined symbol binds to: STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE (10).
+EXPORTING_BINDINGS = (1, STB_WEAK, 10)
 # Elf32_Verneed and Elf32_Vernaux, and their Elf64 forms, are 16 bytes each (gABI, GNU symbol versioning).
 VERSION_ENTRY = 16
 # The string-valued tags of the dynamic section that the gate reads or the loader opens.

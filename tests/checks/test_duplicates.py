@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 import tracemalloc
 import zipfile
@@ -18,7 +20,7 @@ from smoke.readers.wheel import read_wheel
 from smoke.readers.wheelcopy import rewrite_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from tests.helpers import PUBLIC_RELEASES, THREADPOOL, patched, release_wheel
+from tests.helpers import PUBLIC_RELEASES, THREADPOOL, member, patched, release_wheel
 
 ROW = ROWS["cpu_x86_64"]
 
@@ -106,3 +108,74 @@ def test_a_mutated_library_gives_a_soname_or_none_never_an_exception(changes):
         tracemalloc.stop()
     assert found is None or isinstance(found, str)
     assert peak < 64 * 1024 * 1024 and time.monotonic() - start < 5
+
+
+# --- a second OpenMP runtime in one process (issue 37; pytorch#149422) ---------------------------------------------
+
+OPENMP_SOURCE = """
+int omp_get_num_threads(void) { return 1; }
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned threads, unsigned flags) { fn(data); }
+"""
+OPTIMIZED = "executorch/lib/libexecutorch_kernels_optimized.so"
+
+
+def _openmp_runtime(tmp_path: Path, soname: str) -> bytes:
+    """A stand-in OpenMP runtime, compiled here: GNU's entry points, under ``soname``."""
+    source = tmp_path / "omp.c"
+    source.write_text(OPENMP_SOURCE)
+    out = tmp_path / soname
+    subprocess.run(["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(source)], check=True)
+    return out.read_bytes()
+
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a stand-in OpenMP runtime")
+
+
+@needs_cc
+def test_a_bundled_renamed_openmp_runtime_beside_torchs_fails(declared_slim, tmp_path, patchelf):
+    """The optimized kernels linked against a libgomp bundled under auditwheel's kind of name: torch 2.14 ships its own
+    torch/lib/libgomp.so.1 (read from its wheel), and the process loads both. It passed before."""
+    runtime = _openmp_runtime(tmp_path, "libgomp-1a2b3c4d.so.1")
+    kernels = patched(member(declared_slim, OPTIMIZED), tmp_path, patchelf, "--add-needed", "libgomp-1a2b3c4d.so.1")
+    wheel, libraries = _run(rewrite_wheel(declared_slim, tmp_path / "out", add={
+        "executorch/lib/libgomp-1a2b3c4d.so.1": runtime, OPTIMIZED: kernels}))
+    result = duplicates.check_duplicate_content(wheel, ROW, libraries)
+    assert result.line() == (
+        "FAIL no duplicate content: executorch/lib/libgomp-1a2b3c4d.so.1 is an OpenMP runtime (libgomp-1a2b3c4d.so.1), and "
+        "torch 2.14 (torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl) ships its own (torch/lib/libgomp.so.1): two OpenMP "
+        "runtimes in one process, each with its own threads and state (pytorch#149422); link torch's instead of bundling one")
+
+
+@needs_cc
+def test_a_library_that_defines_the_openmp_entry_points_is_a_runtime_whatever_its_name(declared_slim, tmp_path):
+    runtime = _openmp_runtime(tmp_path, "libexecutorch_parallel.so")
+    wheel, libraries = _run(rewrite_wheel(declared_slim, tmp_path / "out", add={"executorch/lib/libexecutorch_parallel.so": runtime}))
+    result = duplicates.check_duplicate_content(wheel, ROW, libraries)
+    assert result.status is Status.FAIL
+    assert result.reason.startswith("executorch/lib/libexecutorch_parallel.so is an OpenMP runtime (libexecutorch_parallel.so), "
+                                    "and torch 2.14 (")
+    assert result.measured["openmp_runtimes"] == {"executorch/lib/libexecutorch_parallel.so": "libexecutorch_parallel.so"}
+
+
+@needs_cc
+def test_an_openmp_runtime_under_torchs_own_name_is_the_one_the_loader_keeps(declared_slim, tmp_path):
+    # torch's libtorch_cpu.so needs libgomp.so.1: a library already loaded under that SONAME is the one it gets, not a second
+    runtime = _openmp_runtime(tmp_path, "libgomp.so.1")
+    wheel, libraries = _run(rewrite_wheel(declared_slim, tmp_path / "out", add={"executorch/lib/libgomp.so.1": runtime}))
+    result = duplicates.check_duplicate_content(wheel, ROW, libraries)
+    assert result.status is Status.PASS, result.reason
+    assert result.measured["torch_openmp_runtimes"] == ["torch/lib/libgomp.so.1"]
+
+
+@needs_cc
+def test_an_openmp_runtime_beside_a_torch_the_gate_has_not_read_is_judged_only_end_to_end(slim, tmp_path):
+    from tests.helpers import make_cuda_wheel
+
+    runtime = _openmp_runtime(tmp_path, "libgomp-1a2b3c4d.so.1")
+    wheel = make_cuda_wheel(slim, tmp_path / "out", label="1.5.1+cu126", requirement=None,
+                            parts={"executorch/lib/libgomp-1a2b3c4d.so.1": runtime})
+    result = duplicates.check_duplicate_content(wheel, ROWS["cuda_x86_64"], read_libraries(wheel))
+    assert result.status is Status.SKIP, result.reason
+    assert result.reason.startswith(
+        "the wheel ships an OpenMP runtime (executorch/lib/libgomp-1a2b3c4d.so.1); whether the torch it runs with loads another "
+        "is judged only end to end: the gate has read no torch 2.14 cu126 wheel for x86_64")

@@ -15,7 +15,7 @@ from smoke.checks import resolve, shipped
 from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from tests.helpers import THREADPOOL, judge, patched_member, rewrite_wheel
+from tests.helpers import SHIMS, THREADPOOL, judge, patched_member, rewrite_wheel
 
 CPU_ROW = ROWS["cpu_x86_64"]
 
@@ -101,9 +101,13 @@ def test_a_need_met_only_in_an_undeclared_packages_folder_names_that_package(sli
 
     wheel = read_wheel(rewrite_wheel(slim_x86_64, tmp_path / "wheel", metadata=edit, add={c: data}))
     libraries = shipped.read_libraries(wheel)
-    found = resolve.check_libraries_resolve(wheel, CPU_ROW, libraries).measured["found"]
-    assert found[f"{c}: libtorch.so"] == ("nvidia-cuda-runtime (declared), in nvidia/cu13/lib or torch/lib (not declared): "
-                                          "checked once installed")
+    # nvidia-cuda-runtime 13.0.96 ships libcudart.so.13 alone (smoke/readers/dependency_files.json): the file check
+    # already names torch, not the runtime
+    result = resolve.check_libraries_resolve(wheel, CPU_ROW, libraries)
+    assert result.status is Status.FAIL
+    assert (f"{c} needs libtorch_python.so, libtorch.so, libtorch_cpu.so, libc10.so: its RUNPATH leads into torch/, the "
+            "folder of a package the wheel does not declare (Requires-Dist), so pip installs none: declare torch"
+            ) in result.measured["problems"]
     site = tmp_path / "site"
     (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
     facts = {"purelib": str(site), "platlib": str(site)}
@@ -139,3 +143,90 @@ def test_a_needed_name_with_a_slash_is_opened_from_the_working_directory(declare
     assert result.status is Status.FAIL
     assert (f"{THREADPOOL} needs ../lib/libexecutorch.so: a name with a '/' is opened relative to the working directory, "
             "with no search") in result.reason
+
+
+# --- what the paired torch and the declared packages ship (issue 37: a need is placed only where it is) ----------
+
+ETDUMP = "executorch/lib/libexecutorch_etdump.so"
+
+
+def test_a_wheel_without_its_own_library_fails_though_c_searches_torchs_folder(declared_slim, tmp_path):
+    """_C needs libexecutorch_etdump.so, which the wheel ships; its RUNPATH also searches torch/lib, and torch is declared.
+    That torch 2.14 ships no such file (read from its wheel) is what fails the copy without it: it passed before."""
+    result = judge(resolve.LIBRARIES_RESOLVE, rewrite_wheel(declared_slim, tmp_path, drop=(ETDUMP,)))
+    assert result.status is Status.FAIL
+    assert re.search(rf"{re.escape(C_MODULE)} needs libexecutorch_etdump\.so: not in the wheel where its RUNPATH \S+ leads, "
+                     r"not in torch/lib as torch 2\.14 \(torch-2\.14\.1-cp311-cp311-manylinux_2_28_x86_64\.whl\) ships it, "
+                     r"and not a system library the tag's policy allows", result.reason), result.reason
+    # what stays placed in torch is what its wheel ships
+    assert result.measured["found"][f"{C_MODULE}: libtorch.so"] == (
+        "torch (declared), in torch/lib, as torch 2.14 (torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl) ships it: "
+        "checked once installed")
+
+
+CU126 = dict(label="1.5.1+cu126", requirement='nvidia-cuda-runtime-cu12==12.6.77; platform_system == "Linux"')
+
+
+def test_a_need_left_to_a_torch_the_gate_has_not_read_is_judged_only_end_to_end(slim_x86_64, tmp_path):
+    """A CUDA 12.6 build of 1.5.1: no torch 2.14 cu126 wheel was read (nor nvidia-cuda-runtime-cu12), so its needs of
+    torch's libraries are said to be judged end to end, not passed on the assumption that torch/lib holds them."""
+    from tests.helpers import make_cuda_wheel
+
+    wheel = make_cuda_wheel(slim_x86_64, tmp_path, **CU126)
+    result = judge(resolve.LIBRARIES_RESOLVE, wheel.path, ROWS["cuda_x86_64"])
+    assert result.status is Status.SKIP, result.reason
+    assert re.match(r"\d+ needs judged only end to end, not here: libtorch\S*, .*needed by \d+ files: the gate has read "
+                    r"no torch 2\.14 cu126 wheel for x86_64 \(smoke/readers/dependency_files\.json\), the torch this "
+                    r"release pairs with; .*the other \d+ found: ", result.reason), result.reason
+    assert result.measured["unjudged"][f"{SHIMS}: libcudart.so.13"].startswith(
+        "the gate has read no wheel of nvidia-cuda-runtime-cu12==12.6.77")
+
+
+def test_an_aarch64_wheels_torch_needs_are_placed_by_the_aarch64_torch_read(declared_aarch64):
+    result = judge(resolve.LIBRARIES_RESOLVE, declared_aarch64, ROWS["cpu_aarch64"])
+    assert result.status is Status.PASS, result.reason
+    assert result.measured["found"][f"{C_MODULE.replace('x86_64', 'aarch64')}: libtorch.so"] == (
+        "torch (declared), in torch/lib, as torch 2.14 (torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl) ships it: "
+        "checked once installed")
+
+
+def test_a_need_left_to_a_version_of_a_declared_package_the_gate_has_not_read_is_judged_only_end_to_end(slim_x86_64, tmp_path):
+    """The CUDA shims need libcudart.so.13 from nvidia/cu13/lib: placed where the declared nvidia-cuda-runtime is a version
+    whose wheel was read (13.0.96), judged only end to end where it is one that was not."""
+    from tests.helpers import make_cuda_wheel
+
+    known = make_cuda_wheel(slim_x86_64, tmp_path / "known")
+    found = judge(resolve.LIBRARIES_RESOLVE, known.path, ROWS["cuda_x86_64"]).measured["found"]
+    assert found[f"{SHIMS}: libcudart.so.13"].startswith(
+        "nvidia-cuda-runtime (declared), in nvidia/cu13/lib, as nvidia-cuda-runtime "
+        "(nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl) ships it")
+    unread = make_cuda_wheel(slim_x86_64, tmp_path / "unread", requirement='nvidia-cuda-runtime==13.2.51; platform_system == "Linux"')
+    result = judge(resolve.LIBRARIES_RESOLVE, unread.path, ROWS["cuda_x86_64"])
+    assert result.status is Status.SKIP, result.reason
+    assert ("libcudart.so.13, needed by 1 file: the gate has read no wheel of nvidia-cuda-runtime==13.2.51; "
+            'platform_system == "Linux" for x86_64 (smoke/readers/dependency_files.json)') in result.reason
+
+
+# --- undefined symbols it can see -----------------------------------------------------------------------
+
+def test_a_symbol_a_shipped_library_no_longer_defines_fails(declared_slim, tmp_path):
+    """libexecutorch_etdump.so built without ETDumpGen::get_etdump_data, which _C calls: every library is there, and
+    `import executorch` fails with "undefined symbol". It passed before (symbols were judged only end to end)."""
+    from tests.helpers import member, without_symbol
+
+    symbol = "_ZN10executorch6etdump9ETDumpGen15get_etdump_dataEv"
+    wheel = rewrite_wheel(declared_slim, tmp_path, add={ETDUMP: without_symbol(member(declared_slim, ETDUMP), symbol)})
+    result = judge(resolve.LIBRARIES_RESOLVE, wheel)
+    assert result.status is Status.FAIL
+    assert (f"{C_MODULE} needs 1 symbol of ExecuTorch's that neither it nor a shipped library it loads defines ({symbol}): "
+            "the load fails on it (undefined symbol)") in result.measured["problems"]
+    assert result.measured["symbols_unmet"] == {C_MODULE: [symbol]}  # the one file that calls it (measured: the loader
+    # refuses _C so, "undefined symbol: _ZN10executorch6etdump9ETDumpGen15get_etdump_dataEv", with torch 2.14.1 beside it)
+
+
+def test_the_real_wheels_undefined_symbols_of_executorch_are_each_defined_where_they_load(declared_slim):
+    result = judge(resolve.LIBRARIES_RESOLVE, declared_slim)
+    assert result.status is Status.PASS, result.reason
+    assert result.measured["symbols_judged"] > 0 and result.measured["symbols_unmet"] == {}
+    assert re.search(r"; \d+ undefined symbols of ExecuTorch's namespaces, each defined by a shipped library loaded with "
+                     r"them \(the other \d+ are the loader's to bind, judged end to end\)$", result.reason), result.reason

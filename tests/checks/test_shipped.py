@@ -22,14 +22,19 @@ from tests.helpers import (
     LFS_POINTER,
     REPO,
     SHIMS,
+    SLIM_DIST_INFO,
     THREADPOOL,
     check,
     cuda_parts,
     declare_torch,
+    dist_info_text,
     judge,
+    line,
     make_cuda_wheel,
     patched_member,
     rewrite_wheel,
+    smoke,
+    with_dist_info,
 )
 
 CPU_ROW = ROWS["cpu_x86_64"]
@@ -217,3 +222,18 @@ def test_a_record_size_that_is_not_a_number_fails_the_record_check(slim_x86_64, 
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the wheel is defective: a FAIL, not a crash
     assert f"FAIL wheel RECORD: {first.split(',')[0]} has size 'twelve' in RECORD, which is not a number of bytes" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr and not (tmp_path / "env").exists()
+
+
+def test_a_record_that_does_not_list_itself_fails(declared_slim, tmp_path):
+    """torchvision 0.14.0 (pytorch/vision#6869): every file matched its RECORD line but RECORD had none of its own, and
+    `installer` refused the wheel ("... RECORD is not mentioned in RECORD")."""
+    record = dist_info_text(declared_slim, "RECORD")
+    own = f"{SLIM_DIST_INFO}/RECORD,,"
+    assert own in record.splitlines()
+    wheel = with_dist_info(declared_slim, tmp_path, "RECORD", "".join(
+        line + "\n" for line in record.splitlines() if line != own))
+    proc = smoke("inspect", wheel)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (f"FAIL wheel RECORD: RECORD does not list itself ({SLIM_DIST_INFO}/RECORD), as the wheel spec asks (its own "
+            "line, with an empty hash and size): installer refuses such a wheel (pytorch/vision#6869)") in proc.stdout
+    assert line(proc, "PASS libraries resolve")  # the one defect is RECORD's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
 from smoke.backends import cuda_checks
 from smoke.checks import foreign, owners
@@ -53,3 +54,21 @@ def test_the_check_would_find_a_file_said_again(tmp_path):
     module = tmp_path / "m.py"
     module.write_text('"""names executorch/lib/x.so"""\nOWNER = "executorch/lib/x.so"\n')
     assert _code_strings(module) == ["executorch/lib/x.so"]
+
+
+def test_what_each_dependency_wheel_ships_names_the_wheel_it_was_read_from():
+    """dependency_files.json (written by .ci/read-dependency-wheels): every entry names its wheel file and sha256,
+    and the torch lines of the releases the gate runs end to end here (1.4, 1.5) were read for both machines."""
+    data = json.loads(releases.DEPENDENCY_FILES.read_text())
+    assert data["about"] and data["source"]
+    for project, entries in data["packages"].items():
+        for entry in entries:
+            assert entry["wheel"].endswith(".whl") and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]), entry
+            assert entry["machines"] and all(f.count("/") >= 1 for f in entry["files"]), entry
+    torch = releases.dependency_wheels("torch")
+    assert all(w.variant for w in torch)
+    for line in ("2.13", "2.14"):
+        assert {m for w in torch if w.line == line for m in w.machines} == {"x86_64", "aarch64"}, line
+        assert all("torch/lib/libtorch.so" in w.files for w in torch if w.line == line)
+    assert releases.dependency_wheels("nvidia-cuda-runtime")[0].files == frozenset({"nvidia/cu13/lib/libcudart.so.13"})
+    assert releases.dependency_wheels("not-a-package") == ()
