@@ -203,6 +203,11 @@ def _venv_python() -> str:
     return here.venv_python if here is not None else systems.SYSTEMS[systems.LINUX].venv_python
 
 
+def environment_python(location: Path) -> Path:
+    """The interpreter of the environment built in ``location``."""
+    return location / _venv_python()
+
+
 def will_reuse(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> bool:
     """Whether ``built`` would reuse what is in the folder (asked before, to name the step truly)."""
     location = options.env_dir
