@@ -40,7 +40,8 @@ def cuobjdump():
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
     results = [stages.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, stages.FILE)]
-    assert [r.name for r in results] == ["wheel tags", "foreign files", "platform tag", "architecture", "CUDA build", "CUDA libraries",
+    assert [r.name for r in results] == ["wheel tags", "foreign files", "start-up code", "platform tag", "architecture",
+                                         "torch requirement", "CUDA build", "CUDA libraries",
                                          "CUDA runtime declared",
                                          "library RUNPATH", "libraries resolve", "one runtime core", "no duplicate content",
                                          "imports declared", "device code", "wheel RECORD"]
