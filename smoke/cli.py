@@ -1,6 +1,7 @@
 """The command line of a row: ``python -m smoke ROW WHEEL [options]`` (and ``python -m smoke inspect WHEEL``).
 
-``nox -s ROW -- WHEEL [options]`` calls ``main`` with the same words. Errors
+``nox -s ROW -- WHEEL [options]`` calls ``main`` with the same words, and so does the installed command,
+``executorch-wheel-gate ROW WHEEL [options]`` (``script``, pyproject.toml's ``[project.scripts]``). Errors
 that mean the gate could not run are caught here, once, and printed as one
 ``ERROR`` line with exit code 2; a wheel that fails the gate exits 1.
 """
@@ -13,7 +14,7 @@ import sys
 import threading
 from typing import Callable
 
-from smoke import console, options
+from smoke import console, options, paths
 from smoke.errors import GateError, Interrupted, MissingTool
 from smoke.rows import RELEASE_ROWS, ROWS
 
@@ -27,16 +28,37 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see --help)")
 
 
-def parser(row: str | None = None) -> argparse.ArgumentParser:
-    p = _Parser(prog=f"nox -s {row} --" if row else "python -m smoke ROW", description="Gate one executorch wheel on one platform row.")
+SCRIPT = "executorch-wheel-gate"  # the installed command (pyproject.toml's [project.scripts])
+
+
+_COMMAND_LINES = (("inspect WHEEL [--row ROW]", "the file checks alone, nothing installed"),
+                  ("summary REPORTS_DIR [--json FILE]", "the matrix verdict over the rows' JSON reports"),
+                  ("compare OLD.whl NEW.whl", "what changed from a release that worked"),
+                  ("benchmark WHEEL", "time the gate's phases over several runs"),
+                  ("artifacts PATH...", "what the gate reads from .pte and .ptd files"))
+
+
+def _commands(prog: str) -> str:
+    """What the command line without a row does, for --help: the commands besides a row, and where it writes."""
+    width = max(len(words) for words, _ in _COMMAND_LINES)
+    lines = "".join(f"  {prog} {words.ljust(width)}  {what}\n" for words, what in _COMMAND_LINES)
+    return (f"commands besides a row (each takes --help):\n{lines}\n"
+            f"Environments and downloads go to .gate in {'the checkout' if paths.CHECKOUT else 'the folder it is run from'} "
+            f"({paths.GATE}); --env-dir puts a row's environment elsewhere. Exit codes: 0 passed, 1 failed, 2 could not run.")
+
+
+def parser(row: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
+    name = prog or "python -m smoke"
+    p = _Parser(prog=f"nox -s {row} --" if row else f"{name} ROW", description="Gate one executorch wheel on one platform row.",
+                epilog=None if row else _commands(name), formatter_class=argparse.RawDescriptionHelpFormatter)
     if row is None:
         p.add_argument("row", choices=sorted(ROWS), help="the platform row")
     options.add(p)
     return p
 
 
-def inspect_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="nox -s inspect --", description="Run the checks on the wheel file alone: no environment, no GPU, no torch.")
+def inspect_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog or "nox -s inspect --", description="Run the checks on the wheel file alone: no environment, no GPU, no torch.")
     p.add_argument("wheel", type=options.path, help="the executorch .whl to inspect")
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
                    help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: "
@@ -68,8 +90,9 @@ def _at_the_edge(work: Callable[[], int]) -> int:
     except ModuleNotFoundError as exc:  # one of the gate's own tools is not installed where it runs
         if not exc.name or exc.name.split(".")[0] == "smoke":
             raise
-        console.error(f"the gate's own tool {exc.name.split('.')[0]!r} is not installed in {sys.executable}: "
-                      f"install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)")
+        how = ("install requirements-gate.txt there (python -m pip install -r requirements-gate.txt)"
+               if paths.CHECKOUT else f"install the gate there again with its requirements (python -m pip install {SCRIPT})")
+        console.error(f"the gate's own tool {exc.name.split('.')[0]!r} is not installed in {sys.executable}: {how}")
         return MissingTool.return_code
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -81,41 +104,44 @@ def _at_the_edge(work: Callable[[], int]) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def inspect_main(argv: list[str]) -> int:
+def inspect_main(argv: list[str], prog: str | None = None) -> int:
     # A command's modules are imported when it runs, not at the top: the noxfile imports this module
     # for every session (`nox -l` too), in nox's own interpreter, which `nox -s tests` asks only nox of.
 
     def work() -> int:
         from smoke.commands import inspect  # inside the edge: a tool of the gate's own missing is one ERROR line
 
-        args = inspect_parser().parse_args(argv)
+        args = inspect_parser(prog).parse_args(argv)
         return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "policy", "strict", "report_dir")), args.row)
 
     return _at_the_edge(work)
 
 
-def summary_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="nox -s summary --", description="Merge the rows' JSON reports into one table and decide the release.")
+def summary_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog or "nox -s summary --", description="Merge the rows' JSON reports into one table and decide the release.")
     p.add_argument("reports", type=options.path, help="the folder the rows wrote their reports to (searched recursively)")
     p.add_argument("--release", choices=sorted(RELEASE_ROWS), default="all", help="which rows the release needs (default: all)")
     p.add_argument("--output", type=options.path, help="also write the Markdown table and verdict to this file")
+    p.add_argument("--json", type=options.path, metavar="FILE", dest="json_output",
+                   help="also write the verdict, each row's wheel (file, sha256), the gate that judged it and its checks as "
+                        "JSON to this file (docs/summary-schema.json); outside REPORTS_DIR")
     return p
 
 
-def summary_main(argv: list[str]) -> int:
+def summary_main(argv: list[str], prog: str | None = None) -> int:
     def work() -> int:
         from smoke.commands import summary  # inside the edge: a tool of the gate's own missing is one ERROR line
 
-        args = summary_parser().parse_args(argv)
-        return summary.summary(args.reports, args.release, args.output)
+        args = summary_parser(prog).parse_args(argv)
+        return summary.summary(args.reports, args.release, args.output, args.json_output)
 
     return _at_the_edge(work)
 
 
-def compare_parser() -> argparse.ArgumentParser:
+def compare_parser(prog: str | None = None) -> argparse.ArgumentParser:
     from smoke.commands.compare import PASSED_ON
 
-    p = _Parser(prog="nox -s compare --", description="Judge OLD and NEW on one row and report what changed: checks side by "
+    p = _Parser(prog=prog or "nox -s compare --", description="Judge OLD and NEW on one row and report what changed: checks side by "
                 "side, static drift, runtime drift. Exit 1 on a regression (a check PASS on OLD and FAIL, SKIP or not reported "
                 "on NEW; NEW's child process failing; outputs that drift past the tolerance).")
     p.add_argument("old", type=options.path, help="the release that worked (.whl)")
@@ -129,60 +155,58 @@ def compare_parser() -> argparse.ArgumentParser:
     return p
 
 
-def compare_main(argv: list[str]) -> int:
+def compare_main(argv: list[str], prog: str | None = None) -> int:
     def work() -> int:
         from smoke.commands import compare  # inside the edge: a tool of the gate's own missing is one ERROR line
 
-        args = compare_parser().parse_args(argv)
+        args = compare_parser(prog).parse_args(argv)
         return compare.compare(args.old, args.new, args.row, args.static_only, args.report_dir, args.env_dir,
                                compare.row_arguments(args))
 
     return _at_the_edge(work)
 
 
-def artifacts_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m smoke artifacts", description="Print what the gate reads from .pte and .ptd files (no executorch "
+def artifacts_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog or "python -m smoke artifacts", description="Print what the gate reads from .pte and .ptd files (no executorch "
                 "needed): a program's delegates and the keys they expect, a data file's keys and sizes.")
     p.add_argument("paths", nargs="+", type=options.path, help="programs, data files, or a folder the gate kept")
     p.add_argument("--json", action="store_true", help="print the same as JSON")
     return p
 
 
-def artifacts_main(argv: list[str]) -> int:
+def artifacts_main(argv: list[str], prog: str | None = None) -> int:
     def work() -> int:
         from smoke.commands import artifacts  # inside the edge, as every command's modules
 
-        args = artifacts_parser().parse_args(argv)
+        args = artifacts_parser(prog).parse_args(argv)
         return artifacts.artifacts(args.paths, args.json)
 
     return _at_the_edge(work)
 
 
-def benchmark_main(argv: list[str]) -> int:
+def benchmark_main(argv: list[str], prog: str | None = None) -> int:
     def work() -> int:
         from smoke.commands import benchmark  # inside the edge, as every command's modules
 
-        return benchmark.main(argv)
+        return benchmark.main(argv, prog or "nox -s benchmark --")
 
     return _at_the_edge(work)
 
 
-def main(argv: list[str], row: str | None = None) -> int:
-    if row is None and argv[:1] == ["inspect"]:
-        return inspect_main(argv[1:])
-    if row is None and argv[:1] == ["summary"]:
-        return summary_main(argv[1:])
-    if row is None and argv[:1] == ["compare"]:
-        return compare_main(argv[1:])
-    if row is None and argv[:1] == ["artifacts"]:
-        return artifacts_main(argv[1:])
-    if row is None and argv[:1] == ["benchmark"]:
-        return benchmark_main(argv[1:])
+COMMANDS = {"inspect": inspect_main, "summary": summary_main, "compare": compare_main, "artifacts": artifacts_main,
+            "benchmark": benchmark_main}
+
+
+def main(argv: list[str], row: str | None = None, prog: str | None = None) -> int:
+    """A row's command line (``row`` given: nox's session of that row), else ``ROW ...`` or a command's (``COMMANDS``);
+    ``prog`` is what --help and usage lines call the program (``python -m smoke`` by default)."""
+    if row is None and argv[:1] and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:], f"{prog} {argv[0]}" if prog else None)
 
     def work() -> int:
         from smoke.commands import gate  # imported when a command runs, inside the edge (see inspect_main)
 
-        args = parser(row).parse_args(argv)
+        args = parser(row, prog).parse_args(argv)
         name = row or args.row
         if name not in ROWS:
             raise UsageError(f"unknown row {name!r}; the rows are {', '.join(sorted(ROWS))}")
@@ -201,3 +225,9 @@ def main(argv: list[str], row: str | None = None) -> int:
         return gate.gate(ROWS[name], options.from_args(args))
 
     return _at_the_edge(work)
+
+
+def script() -> int:
+    """The installed command, ``executorch-wheel-gate ROW WHEEL [options]`` or ``executorch-wheel-gate COMMAND ...``:
+    ``python -m smoke``'s command line, from any folder."""
+    return main(sys.argv[1:], prog=SCRIPT)

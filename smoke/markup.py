@@ -2,7 +2,8 @@
 
 Every place that writes Markdown (the step summary, ``report.markdown``, the matrix summary's
 table and its problem lines) passes such text through ``text``; the JUnit XML passes its strings
-through ``xml``. One place, so that a wheel named ``…<!--…`` cannot hide the rows after it, a
+through ``xml``; a workflow command under GitHub Actions (``smoke.console.annotate``) its message through
+``workflow_data`` and its title through ``workflow_property``. One place, so that a wheel named ``…<!--…`` cannot hide the rows after it, a
 ``|`` cannot split a table cell, a newline cannot end a table row, a backtick cannot open a code
 span and ``<script>`` shows as text.
 """
@@ -88,3 +89,19 @@ def code(value: object) -> str:
     # CommonMark takes one space off each side where both have one: padded where that or a backtick edge is
     pad = " " if line[:1] == "`" or line[-1:] == "`" or (line[:1] == " " and line[-1:] == " " and line.strip()) else ""
     return f"{fence}{pad}{line}{pad}{fence}"
+
+
+# GitHub's workflow commands (``::error title=TITLE::MESSAGE``): escaped as GitHub's own toolkit escapes them
+# (actions/toolkit, packages/core/src/command.ts: escapeData, escapeProperty), which the runner undoes. A newline in
+# a reason therefore cannot end the command and start another (``::add-mask::``, ``::stop-commands::``), and a ``:``
+# or ``,`` in a title cannot end the property.
+
+
+def workflow_data(value: object) -> str:
+    """``value`` as a workflow command's message: ``%``, CR and LF percent-encoded."""
+    return str(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def workflow_property(value: object) -> str:
+    """``value`` as a workflow command's property (``title=``): as a message, and ``:`` and ``,`` too."""
+    return workflow_data(value).replace(":", "%3A").replace(",", "%2C")

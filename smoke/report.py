@@ -1,7 +1,8 @@
 """A run as data, and the files made from it: the JSON report, JUnit XML, the Markdown table.
 
-One ``Run`` is what a row (or ``inspect``) decided and measured. The JSON report is
-versioned by ``SCHEMA``; its fields are documented in the README ("Reports").
+One ``Run`` is what a row (or ``inspect``) decided and measured, and which gate judged it (``paths.version``). The
+JSON report is versioned by ``SCHEMA`` (docs/report-schema.json; each earlier schema kept beside it,
+docs/report-schema-N.json); its fields are documented in docs/commands.md ("Reports").
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from smoke import markup
+from smoke import markup, paths
 from smoke.errors import GateError
 from smoke.results import CheckResult, Status, all_passed, counts
 
-SCHEMA = 3  # 3: the statuses warn and waived, a waived check's waiver, strict
+SCHEMA = 4  # 3: the statuses warn and waived, a waived check's waiver, strict; 4: the gate that judged (name, version)
 MODES = ("row", "inspect")
 
 
@@ -45,6 +46,7 @@ class Run:
     loader_env: dict[str, list[str]] | None = None  # smoke.environment.loaderenv: what was removed from the caller's environment
     strict: bool = False  # warnings fail the run (--strict, or the policy's strict)
     waivers: Any = None  # smoke.readers.settings.Waivers: applied to each result as it is emitted (smoke.console.emit)
+    gate_version: str = field(default_factory=paths.version)  # the gate that judged it
 
     @property
     def verdict(self) -> str:
@@ -65,6 +67,7 @@ def to_json(run: Run) -> dict[str, Any]:
         "verdict": run.verdict,
         "exit_code": run.exit_code,
         "wheel": {"file": run.wheel, "size": run.wheel_size, "sha256": run.wheel_sha256},
+        "gate": {"name": paths.DISTRIBUTION, "version": run.gate_version},
         "versions": {"executorch": run.facts.get("executorch"), "torch": run.facts.get("torch"),
                      "python": run.facts.get("python")},
         "device": device.get("device_name") and {"name": device["device_name"], "sm": device.get("sm")},
@@ -96,7 +99,8 @@ def to_junit(run: Run) -> ET.ElementTree:
     suite = ET.SubElement(suites, "testsuite", name=suite_name, tests=str(len(run.results)), failures=str(tally[Status.FAIL]),
                           errors="0", skipped=str(tally[Status.SKIP]), time=f"{run.seconds:.3f}", timestamp=xml(run.started))
     properties = ET.SubElement(suite, "properties")
-    for key, value in (("wheel", run.wheel), ("wheel_sha256", run.wheel_sha256), ("torch_source", run.torch_source)):
+    for key, value in (("wheel", run.wheel), ("wheel_sha256", run.wheel_sha256), ("torch_source", run.torch_source),
+                       ("gate_version", run.gate_version)):
         if value:
             ET.SubElement(properties, "property", name=key, value=xml(value))
     for result in run.results:
@@ -117,10 +121,17 @@ def to_junit(run: Run) -> ET.ElementTree:
     return tree
 
 
+def said_by(run: Run) -> str:
+    """Which wheel (by its sha256: two files of one name are told apart) and which gate, in one line."""
+    return f"wheel sha256 {run.wheel_sha256 or 'not read'}; judged by {paths.DISTRIBUTION} {run.gate_version}"
+
+
 def markdown(run: Run) -> str:
-    """The run's checks as a Markdown table; every text from the wheel or a message escaped (``smoke.markup``)."""
+    """The run's checks as a Markdown table, under the wheel's sha256 and the gate's version; every text from the wheel
+    or a message escaped (``smoke.markup``)."""
     cell = markup.text
-    lines = [f"### {cell(run.stem)}: {run.verdict.upper()} ({cell(run.wheel)})", "", "| check | status | reason |", "|---|---|---|"]
+    lines = [f"### {cell(run.stem)}: {run.verdict.upper()} ({cell(run.wheel)})", "", cell(said_by(run)), "",
+             "| check | status | reason |", "|---|---|---|"]
     for result in run.results:
         lines.append(f"| {cell(result.name)} | {result.status.name} | {cell(result.told)} |")
     return "\n".join(lines) + "\n"

@@ -133,3 +133,26 @@ def windows_1_0_0() -> Path:
 def patchelf() -> str:
     """The patchelf that changes real libraries into mutants (tests.helpers.patched, patched_member)."""
     return patchelf_path()
+
+
+@pytest.fixture(autouse=True)
+def _not_under_github_actions(monkeypatch):
+    # On GitHub's runners the gate also prints workflow commands (smoke.console.annotate); the tests that want them
+    # set GITHUB_ACTIONS themselves, so that what every other test reads is what a user's terminal shows.
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
+@pytest.fixture
+def installed_gate(tmp_path) -> Path:
+    """A site-packages folder as `pip install` of the gate leaves it (pyproject.toml's [tool.setuptools]): the smoke
+    package, the checkout's constraints/ as smoke/constraints, and the distribution's metadata (version 9.9.9.dev0, so
+    that it is told from the checkout's); no checkout around it."""
+    from tests.helpers import REPO
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(REPO / "smoke", site / "smoke", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "constraints", site / "smoke" / "constraints")
+    info = site / "executorch_wheel_gate-9.9.9.dev0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: executorch-wheel-gate\nVersion: 9.9.9.dev0\n")
+    return site

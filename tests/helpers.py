@@ -596,3 +596,25 @@ def without_symbol(data: bytes, name: str) -> bytes:
     at = next(strings["sh_offset"] + symbol["st_name"] for symbol in table.iter_symbols()
               if symbol.name == name and symbol["st_shndx"] != "SHN_UNDEF")
     return data[:at] + b"X" + data[at + 1:]
+
+
+# --- GitHub's workflow commands (smoke.console.annotate), read back as the runner reads them ---
+
+def workflow_unescape(value: str, prop: bool) -> str:
+    """What GitHub's runner reads back from an escaped message (or, ``prop``, property): actions/runner's
+    ActionCommand.cs unescapes %0D, %0A (a property's %3A and %2C too), then %25, in that order."""
+    pairs = [("%0D", "\r"), ("%0A", "\n")] + ([("%3A", ":"), ("%2C", ",")] if prop else []) + [("%25", "%")]
+    for escaped, plain in pairs:
+        value = value.replace(escaped, plain)
+    return value
+
+
+def annotations(out: str) -> list[tuple[str, str, str]]:
+    """Each workflow command in ``out``: (level, title, message), as the runner reads it."""
+    found = []
+    for line in out.splitlines():
+        if line.startswith("::"):
+            head, message = line[2:].split("::", 1)
+            level, title = head.split(" title=", 1)
+            found.append((level, workflow_unescape(title, True), workflow_unescape(message, False)))
+    return found

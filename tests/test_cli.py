@@ -402,7 +402,7 @@ def test_a_relative_workdir_reaches_the_child_absolute(slim_x86_64, tmp_path, mo
     from smoke import cli, paths
 
     said = tmp_path / "argv.txt"
-    script_child(monkeypatch, tmp_path / "env", f'{{ pwd; printf "%s\\n" "$@"; test -f "$3" && echo row-found; }} > "{said}"')
+    script_child(monkeypatch, tmp_path / "env", f'{{ pwd; printf "%s\\n" "$@"; test -f "$4" && echo row-found; }} > "{said}"')
     caller = tmp_path / "caller"
     caller.mkdir()
     monkeypatch.delenv(paths.INVOKED_FROM, raising=False)
@@ -410,8 +410,8 @@ def test_a_relative_workdir_reaches_the_child_absolute(slim_x86_64, tmp_path, mo
     code = cli.main(["cpu_x86_64", str(slim_x86_64), "--env-dir", str(tmp_path / "env-dir"), "--workdir", "rel/dir"])
     capsys.readouterr()
     assert code == 1  # the script is no child: it wrote no record (child process FAILs)
-    cwd, dash_m, module, row_file, workdir, record, *rest = said.read_text().splitlines()
-    assert (cwd, dash_m, module) == (str(REPO), "-m", "smoke.child")
+    cwd, dash_s, dash_m, module, row_file, workdir, record, *rest = said.read_text().splitlines()
+    assert (cwd, dash_s, dash_m, module) == (str(REPO), "-S", "-m", "smoke.child")
     work = caller / "rel" / "dir"
     assert (row_file, workdir, record) == (str(work / "row.json"), str(work), str(work / "record.jsonl"))
     assert rest[-1] == "row-found"  # the child, in the checkout, finds the row it is given
@@ -429,3 +429,25 @@ def test_nox_from_another_folder_reads_relative_paths_there(tmp_path, session):
     assert proc.returncode == {"summary": 1, "compare": 2}[session], out
     assert {"summary": f"summary (all release, {tmp_path / 'reports'}): FAILED",
             "compare": f"ERROR OLD: wheel {str(tmp_path / 'old.whl')!r}"}[session] in out, out
+
+
+# --- the installed command (pyproject.toml's [project.scripts]: executorch-wheel-gate = smoke.cli:script)
+
+
+@pytest.mark.parametrize(("args", "shown"), [
+    (["--help"], ["usage: executorch-wheel-gate ROW ", "commands besides a row (each takes --help):",
+                  "executorch-wheel-gate inspect WHEEL [--row ROW] ", "executorch-wheel-gate summary REPORTS_DIR [--json FILE] ",
+                  "executorch-wheel-gate compare OLD.whl NEW.whl ", "executorch-wheel-gate benchmark WHEEL ",
+                  "executorch-wheel-gate artifacts PATH... ", "Environments and downloads go to .gate in the checkout ("]),
+    (["inspect", "--help"], ["usage: executorch-wheel-gate inspect [-h]"]),
+    (["summary", "--help"], ["usage: executorch-wheel-gate summary [-h]", "--json FILE"]),
+    (["compare", "--help"], ["usage: executorch-wheel-gate compare [-h]"]),
+    (["benchmark", "--help"], ["usage: executorch-wheel-gate benchmark [-h]"]),
+    (["artifacts", "--help"], ["usage: executorch-wheel-gate artifacts [-h]"]),
+], ids=["row", "inspect", "summary", "compare", "benchmark", "artifacts"])
+def test_the_installed_command_names_itself_and_every_command(tmp_path, args, shown):
+    proc = subprocess.run([sys.executable, "-c", "from smoke.cli import script; raise SystemExit(script())", *args],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for line in shown:
+        assert line in proc.stdout, proc.stdout

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from smoke import markup
-from tests.helpers import MD, rendered, shown
+from tests.helpers import MD, rendered, shown, workflow_unescape
 
 # --- the escaping itself: any text shows as written, in one cell of one row
 
@@ -69,3 +69,16 @@ def test_a_urls_credentials_are_masked_as_pip_masks_them(given, shown):
 @given(st.text(alphabet=st.characters(blacklist_characters="@/", blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), max_size=30))
 def test_no_password_survives_whatever_it_holds(secret):
     assert markup.redact(f"extra index https://user:{secret}@example.com/simple") == "extra index https://user:****@example.com/simple"
+
+
+# --- GitHub's workflow commands (smoke.console.annotate)
+
+
+@given(st.text(max_size=60))
+def test_a_workflow_commands_title_and_message_are_one_line_and_read_back_as_written(value):
+    """Escaped as actions/toolkit's command.ts escapes them: the runner's unescape gives the text back, a message holds no
+    line break (which would end the command), a title no ':' or ',' (which would end the property)."""
+    message, title = markup.workflow_data(value), markup.workflow_property(value)
+    assert "\n" not in message and "\r" not in message
+    assert not {"\n", "\r", ":", ","} & set(title)
+    assert workflow_unescape(message, prop=False) == value and workflow_unescape(title, prop=True) == value

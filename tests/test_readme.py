@@ -17,3 +17,10 @@ def test_ci_runs_the_readme_test_command_exactly():
 def test_the_quick_start_uses_a_virtual_environment():
     for command in sh_blocks()[:2]:
         assert command.startswith("python3 -m venv .venv && .venv/bin/python -m pip install ")
+
+
+def test_the_quick_starts_requirements_are_the_gate_itself_with_pyprojects_one_list():
+    """pyproject.toml's [project] dependencies are the one list of the gate's requirements: requirements-gate.txt, which
+    the quick start installs, installs the checkout with them and lists none of its own."""
+    lines = [line.strip() for line in (REPO / "requirements-gate.txt").read_text().splitlines()]
+    assert [line for line in lines if line and not line.startswith("#")] == ["-e ."]

@@ -125,3 +125,39 @@ def test_a_credential_in_what_a_run_reports_is_masked_in_every_file_it_writes(tm
         assert "SECRET123" not in text and "TOKEN456" not in text, path
     data = json.loads(written[0].read_text())
     assert data["torch_source"] == "package index and https://user:****@example.com/simple, pinned by torch-2.14.txt"
+
+
+# --- which wheel and which gate (issue 36): the sha256 and the gate's version in every file a run writes
+
+
+def test_every_file_a_run_writes_names_the_wheels_sha256_and_the_gate_that_judged_it(tmp_path, monkeypatch):
+    """Two runs of one file name looked the same in the step summary; a report did not say which gate wrote it."""
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    step_summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    run = a_seed_run("cpu_x86_64", fail="CUDA build")
+    json_path, xml_path = report.write(run, tmp_path / "reports")
+    report.append_step_summary(run)
+    data = json.loads(json_path.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["schema"] == 4 and data["gate"] == {"name": "executorch-wheel-gate", "version": version}
+    assert data["wheel"]["sha256"] == run.wheel_sha256 and len(run.wheel_sha256) == 64
+    properties = {p.get("name"): p.get("value") for p in ET.parse(xml_path).getroot().iter("property")}
+    assert properties["wheel_sha256"] == run.wheel_sha256 and properties["gate_version"] == version
+    cells = rendered(step_summary.read_text())
+    assert f"wheel sha256 {run.wheel_sha256}; judged by executorch-wheel-gate {version}" in "".join(cells.outside)
+    del data["gate"]
+    with pytest.raises(jsonschema.ValidationError):  # schema 4 requires it
+        jsonschema.validate(data, SCHEMA)
+
+
+def test_a_report_of_schema_3_follows_the_schema_kept_for_it():
+    """The CUDA row's report from the device (docs/runs), written before reports named their gate: schema 3, kept in
+    docs/report-schema-3.json, and not schema 4."""
+    old = json.loads((REPO / "docs" / "runs" / "2026-12-05-device-after-redesign" / "cuda_x86_64.json").read_text())
+    assert old["schema"] == 3 and "gate" not in old
+    jsonschema.validate(old, json.loads((REPO / "docs" / "report-schema-3.json").read_text()))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(old, SCHEMA)

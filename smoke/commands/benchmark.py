@@ -40,7 +40,6 @@ from smoke.errors import GateError, WrongPlatform
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, check_machine
 
-REPO = paths.REPO
 IMPORT = stages.IMPORT_PHASE
 EXPORTS = stages.EXPORT.names()
 LOADS = tuple(stages.load_phase(model) for model in stages.MODELS)
@@ -102,9 +101,9 @@ def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool,
         cmd += [] if overlap else ["--no-overlap"]
         cmd += [] if parallel is None else ["--parallel-exports", parallel]
         start = time.monotonic()
-        # The run is in the checkout; a relative path among the options passed on is the caller's (smoke.options.path).
+        # The run is in the gate's folder (paths.HOME); a relative path among the options passed on is the caller's (smoke.options.path).
         env = {**os.environ, paths.INVOKED_FROM: str(paths.invoked_from())}
-        ran = proc.run(cmd, what=f"the {row} run", cwd=REPO, env=env, check=False)
+        ran = proc.run(cmd, what=f"the {row} run", cwd=paths.HOME, env=env, check=False)
         wall = time.monotonic() - start
         report_path = Path(reports) / f"{row}.json"
         if not report_path.is_file():
@@ -161,8 +160,8 @@ def percent(values: list[float]) -> str:
     return " / ".join(f"{100 * v:+.0f} %" for v in (min(values), statistics.median(values), max(values)))
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s benchmark --", description=__doc__.splitlines()[0])
+def main(argv: list[str], prog: str = "nox -s benchmark --") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("wheel", type=opts.path)
     parser.add_argument("--row", choices=sorted(ROWS), default="cpu_x86_64")
     parser.add_argument("--runs", type=int, default=3)

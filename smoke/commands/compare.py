@@ -49,7 +49,6 @@ from smoke.rows import ROWS, Row, check_machine
 from smoke.stages import CHILD_PROCESS, DATA_FILE, DELEGATE, EXECUTED, EXPORT, IMPORT_PHASE, PORTABLE, RUN, load_phase
 
 SCHEMA = 1
-REPO = paths.REPO
 ENV_DIR = paths.ENVS / "compare"
 # The row options passed on to both row runs, as given.
 PASSED_ON = ("python", "wheelhouse", "no_deps", "torch_from", "torch_index", "venv_backend", "timeout")
@@ -161,7 +160,8 @@ def run_row(row: Row, which: str, wheel: wheels.Wheel, env_dir: Path, work: Path
     say(f"running {row.name} on {which.upper()} {wheel.filename} (log: {log})")
     start = time.monotonic()
     with open(log, "wb") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO)
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.HOME,
+                                   env={**os.environ, paths.INVOKED_FROM: str(paths.invoked_from())})
         try:
             code = process.wait()
         except BaseException:

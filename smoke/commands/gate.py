@@ -38,7 +38,6 @@ from smoke.report import Run
 from smoke.results import Status, all_passed, failed, skipped, summary_line
 from smoke.rows import Row, check_host, check_machine, child_data
 
-REPO = paths.REPO
 OWN = paths.GATE
 
 
@@ -97,7 +96,8 @@ def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
             raise GateError(f"{first} {str(a)!r} {how} {second} {str(b)!r}: the gate empties its environment and work "
                             f"folders, and the report folder is searched for reports; pass folders apart from one another")
     inputs = [("the wheel", options.wheel), ("--constraints", options.constraints), ("--wheelhouse", options.wheelhouse),
-              ("--torch-from", options.torch_from), ("the gate's checkout", REPO)]
+              ("--torch-from", options.torch_from),
+              ("the gate's checkout" if paths.CHECKOUT else "the gate's installed package", paths.CHECKOUT or paths.PACKAGE)]
     for option, path in folders:
         if option not in emptied:
             continue
@@ -136,6 +136,7 @@ class RowRun:
     elsewhere: str | None = None  # why the installed half cannot run on this host (smoke.commands.gate.away)
     given_work: owned.Owned | None = None
     env: environment.Env | None = None
+    code: Path | None = None  # where the processes in the environment import smoke from (loaderenv.gate_code)
     child_env: dict[str, str] = dataclasses.field(default_factory=dict)
     work: owned.Owned | None = None
 
@@ -213,7 +214,7 @@ def wheel_said(state: RowRun) -> bool:
     wheel, options, constraints = state.wheel, state.options, state.constraints
     assert wheel is not None and state.policy is not None and constraints is not None
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
-        f"constraints {constraints.relative_to(REPO) if constraints.is_relative_to(REPO) else constraints}")
+        f"constraints {constraints.relative_to(paths.HOME) if constraints.is_relative_to(paths.HOME) else constraints}")
     say(state.policy.line())
     if options.constraints is None and (made := pairing.pair(wheel)).by_rule:
         say(f"torch paired by rule: {made.how}")
@@ -261,7 +262,8 @@ def environment_built(state: RowRun) -> bool:
         state.env = env = state.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
-    loader = loaderenv.for_environment(env.python, REPO)  # the child passes it on to its own processes
+    state.code = state.stack.enter_context(loaderenv.gate_code())
+    loader = loaderenv.for_environment(env.python, state.code)  # the child passes it on to its own processes
     run.loader_env = loader.to_json()
     say(loader.line())
     state.child_env = loader.env
@@ -272,9 +274,9 @@ def environment_probed(state: RowRun) -> bool:
     """The environment's checks, on a probe of its own (or, with --overlap, on the child's first report)."""
     if state.options.overlap:
         return True
-    assert state.env is not None and state.wheel is not None
+    assert state.env is not None and state.wheel is not None and state.code is not None
     with phase(state.run, "probing the environment in a process of its own"):
-        facts = installed.run_probe(state.env.python, state.child_env, REPO)
+        facts = installed.run_probe(state.env.python, state.child_env, state.code)
     return installed_checks(state.run, state.row, state.wheel, facts, state.options)
 
 
@@ -282,7 +284,7 @@ def child_run(state: RowRun) -> bool:
     """The child, in a work folder of the gate's, given its row as data; judged as it reports; a row that must
     execute and did not run its must-execute checks FAILs."""
     run, row, options, wheel, env = state.run, state.row, state.options, state.wheel, state.env
-    assert wheel is not None and env is not None
+    assert wheel is not None and env is not None and state.code is not None
     if state.given_work is not None:
         work = state.given_work
         with machine("the work folder", work.path, "--workdir"):
@@ -320,7 +322,8 @@ def child_run(state: RowRun) -> bool:
 
     with machine("the child's record and log", workdir, "--workdir"):
         outcome = run_child(cmd, record, log, options.timeout, state.child_env, lambda r: emit(run, r),
-                            lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe, on_ask)
+                            lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe, on_ask,
+                            cwd=state.code)
     machine_failure(run, workdir)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:

@@ -1,7 +1,8 @@
-"""``nox -s summary -- REPORTS_DIR [--release cuda|cpu|all]``: the matrix verdict.
+"""``nox -s summary -- REPORTS_DIR [--release cuda|cpu|all] [--output FILE] [--json FILE]``: the matrix verdict.
 
 Merges the JSON reports of every row into one Markdown table (check x row, with the
-measured sizes) and decides the release: it fails if a row failed, if a row the
+measured sizes, each row's wheel by name and sha256, and the gate that judged it; also as JSON,
+``--json``: docs/summary-schema.json) and decides the release: it fails if a row failed, if a row the
 release needs (``smoke.rows.RELEASE_ROWS``) has no report or holds no checks, if a row that
 must execute skipped a check in ``smoke.stages.MUST_EXECUTE``, or if the rows did not judge
 one release: every row's wheel is of one executorch release (the public version, the
@@ -32,9 +33,9 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from smoke import markup, stages
+from smoke import markup, paths, stages
 from smoke.checks import pipeline
-from smoke.console import error
+from smoke.console import error, fail
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.report import MODES, SCHEMA, append_to_step_summary
 from smoke.results import Status
@@ -51,6 +52,9 @@ _SHOWN = {stages.DATA_FILE: ("data_file_bytes", "{} B"), stages.DELEGATE: ("pte_
 MAX_REPORT_BYTES = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _FIX = "it is not a report this gate wrote: rerun that row, or remove the file"
+# The report schemas it reads: 3 named no gate (its rows' gate is shown as unknown), 4 names it (smoke.report.SCHEMA).
+READS = (3, SCHEMA)
+JSON_SCHEMA = 1  # of the summary's own JSON (--json; docs/summary-schema.json)
 
 
 class ReportError(GateError):
@@ -70,6 +74,7 @@ class Report:
     executorch: str | None  # what the row's child imported; None where no child ran
     checks: tuple[dict[str, Any], ...]  # each with a str name, a known status and a dict measured
     strict: bool = False  # its warnings fail it
+    gate: str | None = None  # the version of the gate that judged it; None in a report of schema 3, which did not say
 
     @property
     def failing(self) -> list[str]:
@@ -143,8 +148,9 @@ def read_report(path: Path) -> Report:
     if type(document) is not dict:
         raise ReportError(f"{path} holds {_describe(document)}, not a report object; {_FIX}")
     schema = document.get("schema")
-    if type(schema) is not int or schema != SCHEMA:
-        raise ReportError(f"{path} has report schema {markup.plain(repr(schema))[:40]}, this gate reads {SCHEMA}: rerun that row")
+    if type(schema) is not int or schema not in READS:
+        raise ReportError(f"{path} has report schema {markup.plain(repr(schema))[:40]}, this gate reads "
+                          f"{' and '.join(map(str, READS))}: rerun that row")
     mode = _get(path, document, "mode", "the report ", (str,), f"one of {', '.join(MODES)}")
     if mode not in MODES:
         raise ReportError(f"{path}: mode {markup.plain(repr(mode))[:60]} is not one of {', '.join(MODES)}; {_FIX}")
@@ -168,7 +174,11 @@ def read_report(path: Path) -> Report:
     executorch = _get(path, versions, "executorch", "'versions' ", (str, type(None)), "a version or null")
     checks = tuple(_check(path, i, c) for i, c in enumerate(_get(path, document, "checks", "the report ", (list,), "a list")))
     strict = _get(path, document, "strict", "the report ", (bool,), "true or false")
-    report = Report(path, mode, row, file, sha256, version, executorch, checks, strict)
+    gate = None
+    if schema >= 4:
+        gate = _get(path, _get(path, document, "gate", "the report ", (dict,), "an object"), "version", "'gate' ", (str,),
+                    "a version")
+    report = Report(path, mode, row, file, sha256, version, executorch, checks, strict, gate)
     _agrees_with_itself(report, document)
     return report
 
@@ -235,6 +245,7 @@ class Verdict:
     ok: bool
     problems: list[str]
     table: str
+    rows: list[dict[str, Any]]  # the table's rows as data (--json)
 
 
 def _cell(check: dict[str, Any] | None) -> str:
@@ -309,6 +320,8 @@ def judge(reports: dict[str, Report], release: str) -> Verdict:
     cell = markup.text
     lines = ["| check | " + " | ".join(cell(r) for r in rows) + " |", "|---" * (len(rows) + 1) + "|"]
     lines.append("| wheel | " + " | ".join((cell(reports[r].wheel) if r in reports else "no report") for r in rows) + " |")
+    lines.append("| sha256 | " + " | ".join((reports[r].sha256 if r in reports else "—") for r in rows) + " |")
+    lines.append("| gate | " + " | ".join((cell(_gate_said(reports[r])) if r in reports else "—") for r in rows) + " |")
     for name in names:
         cells = []
         for row in rows:
@@ -319,42 +332,81 @@ def judge(reports: dict[str, Report], release: str) -> Verdict:
     verdicts = [(("PASS" if reports[r].checks else "NO CHECKS") if reports[r].verdict == Status.PASS.value else "FAIL")
                 if r in reports else "MISSING" for r in rows]
     lines.append("| **verdict** | " + " | ".join(verdicts) + " |")
-    return Verdict(not problems, problems, "\n".join(lines) + "\n")
+    return Verdict(not problems, problems, "\n".join(lines) + "\n", _as_data(reports, rows, needed, verdicts))
+
+
+def _gate_said(report: Report) -> str:
+    return f"{paths.DISTRIBUTION} {report.gate}" if report.gate is not None else "unknown (report schema 3)"
+
+
+def _as_data(reports: dict[str, Report], rows: list[str], needed: tuple[str, ...] | list[str], verdicts: list[str]) -> list[dict]:
+    """Each row of the table as data, for --json (docs/summary-schema.json)."""
+    out: list[dict[str, Any]] = []
+    for row, verdict in zip(rows, verdicts):
+        report = reports.get(row)
+        out.append({"row": row, "needed": row in needed, "verdict": verdict.lower().replace(" ", "_"),
+                    "report": None if report is None else str(report.path),
+                    "wheel": None if report is None else {"file": report.wheel, "sha256": report.sha256},
+                    "gate": None if report is None else {"name": paths.DISTRIBUTION, "version": report.gate},
+                    "executorch": None if report is None else report.executorch,
+                    "strict": None if report is None else report.strict,
+                    "checks": [] if report is None else [{"name": c["name"], "status": c["status"]} for c in report.checks]})
+    return out
 
 
 # --- the command
 
 
-def check_output(output: Path) -> None:
-    """Refuse, before any report is read, an --output the summary cannot write or did not write:
-    a folder, a link, a FIFO or device, a file that is not an earlier summary."""
-    fix = "pass another --output"
+# What a file the summary wrote begins with: an existing file at --output or --json that does not is someone else's.
+_OWN_STARTS = {"--output": b"| check | ", "--json": b'{\n  "schema": 1,\n  "mode": "summary",'}
+
+
+def check_output(output: Path, option: str = "--output", reports: Path | None = None) -> None:
+    """Refuse, before any report is read, an --output or --json the summary cannot write or did not write:
+    a folder, a link, a FIFO or device, a file that is not an earlier summary; and a --json inside the reports
+    folder, which the next summary would read as a report."""
+    fix = f"pass another {option}"
+    if option == "--json" and reports is not None and Path(os.path.realpath(output)).is_relative_to(os.path.realpath(reports)):
+        raise ReportError(f"--json {str(output)!r} is inside the reports folder {str(reports)!r}, whose every .json the "
+                          f"summary reads as a row's report: {fix}, outside it")
     if output.is_symlink():
-        raise ReportError(f"--output {str(output)!r} is a link, which the summary will not write through; {fix}")
+        raise ReportError(f"{option} {str(output)!r} is a link, which the summary will not write through; {fix}")
     if output.exists():
         if not output.is_file():
-            raise ReportError(f"--output {str(output)!r} is {'a folder' if output.is_dir() else 'not a regular file'}; {fix}")
+            raise ReportError(f"{option} {str(output)!r} is {'a folder' if output.is_dir() else 'not a regular file'}; {fix}")
+        own = _OWN_STARTS[option]
         try:
             with open(output, "rb") as handle:
-                start = handle.read(len(b"| check | "))
+                start = handle.read(len(own))
         except OSError as exc:
-            raise ReportError(f"--output {str(output)!r} cannot be read to see whose it is ({exc.strerror or exc}); {fix}") from None
-        if start != b"| check | ":
-            raise ReportError(f"--output {str(output)!r} is a file the summary did not write, which it will not replace; {fix}")
+            raise ReportError(f"{option} {str(output)!r} cannot be read to see whose it is ({exc.strerror or exc}); {fix}") from None
+        if start != own:
+            raise ReportError(f"{option} {str(output)!r} is a file the summary did not write, which it will not replace; {fix}")
     probe = output.parent
     while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise ReportError(f"--output {str(output)!r} cannot be written ({str(probe)!r} is not a writable folder); {fix}")
+        raise ReportError(f"{option} {str(output)!r} cannot be written ({str(probe)!r} is not a writable folder); {fix}")
 
 
-def summary(folder: Path, release: str, output: Path | None = None) -> int:
+def as_json(verdict: Verdict, release: str, folder: Path) -> dict[str, Any]:
+    """The matrix verdict as data: the release, its verdict and problems, each row's wheel (file, sha256), the gate
+    that judged it, its verdict and checks; and the gate that summed them up (docs/summary-schema.json)."""
+    return {"schema": JSON_SCHEMA, "mode": "summary", "release": release, "reports": str(folder),
+            "verdict": "pass" if verdict.ok else "fail", "exit_code": 0 if verdict.ok else EXIT_FAILED,
+            "gate": {"name": paths.DISTRIBUTION, "version": paths.version()},
+            "rows": verdict.rows, "problems": verdict.problems}
+
+
+def summary(folder: Path, release: str, output: Path | None = None, json_output: Path | None = None) -> int:
     if output is not None:
         check_output(output)
+    if json_output is not None:
+        check_output(json_output, "--json", folder)
     verdict = judge(load_reports(folder), release)
     print(markup.redact(verdict.table))
     for problem in verdict.problems:
-        print(f"FAIL {markup.redact(markup.plain(problem))}")
+        fail(f"{release} release", markup.plain(problem))
     word = "PASSED" if verdict.ok else "FAILED"
     print(f"summary ({release} release, {markup.plain(folder)}): {word}")
     text = (verdict.table + "\n" + "".join(f"- FAIL {markup.text(p)}\n" for p in verdict.problems)
@@ -364,6 +416,9 @@ def summary(folder: Path, release: str, output: Path | None = None) -> int:
         if output is not None:
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(markup.redact(text), encoding="utf-8")
+        if json_output is not None:
+            json_output.parent.mkdir(parents=True, exist_ok=True)
+            json_output.write_text(markup.redact(json.dumps(as_json(verdict, release, folder), indent=2) + "\n"), encoding="utf-8")
         append_to_step_summary(text)
     except OSError as exc:  # the verdict above stands; what could not be written is said, in one line
         error(f"the summary could not be written ({exc.strerror or exc}: {markup.plain(exc.filename or '')}); "

@@ -27,7 +27,6 @@ from smoke.console import say
 from smoke.results import CheckResult, failed
 from smoke.stages import CHILD_PROCESS
 
-REPO = paths.REPO
 MIB = 1024 * 1024
 CHUNK = 64 * 1024  # read from the record at a time
 RECORD_LINE_BYTES = 4 * MIB  # a record line longer than this is not read
@@ -110,9 +109,10 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
               on_check: Callable[[CheckResult], object],
               on_phase: Callable[[str, float], None] = lambda name, seconds: None,
               on_probe: Callable[[dict], None] = lambda facts: None,
-              on_ask: Callable[[dict], dict] = _no_answer) -> ChildOutcome:
+              on_ask: Callable[[dict], dict] = _no_answer, cwd: Path | None = None) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up; then end
     whatever it started and left running. Its questions (``smoke.child.ask``) are answered on its stdin.
+    It runs in ``cwd``, the folder it imports ``smoke`` from (``loaderenv.gate_code``; by default the gate's own).
 
     The first line on its stdin is a token made for this run (``TOKEN_BYTES`` random bytes): the child reads it
     before anything of the environment's runs (``python -S``, then ``site.main()``: ``smoke.child.__main__``), and
@@ -121,7 +121,7 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
     outcome = ChildOutcome({}, False, None, False, None, [], token=secrets.token_hex(TOKEN_BYTES))
     record.touch()
     with log.open("wb") as log_handle, record.open("rb") as reader:
-        child = proc.start(cmd, stdin=subprocess.PIPE, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+        child = proc.start(cmd, stdin=subprocess.PIPE, stdout=log_handle, stderr=subprocess.STDOUT, env=env, cwd=cwd or paths.HOME,
                            own_group=True)
         _answer_line(child, outcome.token)
         try:

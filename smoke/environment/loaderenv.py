@@ -4,8 +4,9 @@ control and the parallel export it starts (they inherit it), and the probe.
 A PASS must mean the wheel works with nothing but itself and its declared dependencies, so the
 caller's loader and Python variables (``CALLER_VARIABLES``) do not reach those processes: a 1.5.1
 wheel with a library it needs taken out passed the CPU row when the shell running the gate had
-LD_LIBRARY_PATH pointing at a copy of that library. The gate then sets PYTHONPATH to its own
-checkout, so that the child can import ``smoke``.
+LD_LIBRARY_PATH pointing at a copy of that library. The gate then sets PYTHONPATH to the folder it runs
+those processes in, which holds its ``smoke`` package and nothing else of the gate's interpreter
+(``gate_code``), so that the child can import ``smoke``.
 
 The GPU driver belongs to the machine, not the wheel: where the loader finds ``libcuda.so.1`` only
 through the caller's LD_LIBRARY_PATH (some GPU containers), the folders of that path that hold the
@@ -16,12 +17,15 @@ path is asked of the loader itself, through one named function (``finds_driver_a
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
-from smoke import proc
+from smoke import paths, proc
 from smoke.errors import GateError
 
 CALLER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
@@ -93,9 +97,25 @@ def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable
     return LoaderEnv(env, removed, tuple(kept))
 
 
-def for_environment(python: Path, repo: Path) -> LoaderEnv:
+@contextmanager
+def gate_code() -> Iterator[Path]:
+    """The folder the processes in the built environment run in and import ``smoke`` from (their cwd and PYTHONPATH):
+    the gate's checkout; where the gate is installed, a copy of its ``smoke`` package alone, in a temporary folder
+    removed after the run. Never the site-packages the gate is installed in: its other packages (nox, packaging,
+    uv, an ``nvidia`` namespace of cuobjdump's) would come before the environment's own, and a PASS would no longer be
+    the wheel's with its declared dependencies alone."""
+    if paths.CHECKOUT is not None:
+        yield paths.CHECKOUT
+        return
+    with tempfile.TemporaryDirectory(prefix="executorch-wheel-gate-code-") as folder:
+        shutil.copytree(paths.PACKAGE, Path(folder) / "smoke", ignore=shutil.ignore_patterns("__pycache__"))
+        yield Path(folder)
+
+
+def for_environment(python: Path, code: Path) -> LoaderEnv:
     """What the gate runs its processes in the built environment with: the caller's environment made
-    clean, the gate's checkout on PYTHONPATH, the environment's ``bin`` first on PATH."""
+    clean, the folder that holds the gate's ``smoke`` (``gate_code``) on PYTHONPATH, the environment's ``bin``
+    first on PATH."""
     caller = {k: v for k, v in os.environ.items() if k != "PIP_TARGET"}  # nox installed with --target, say
-    return clean(caller, python, PYTHONPATH=str(repo), PATH=f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    return clean(caller, python, PYTHONPATH=str(code), PATH=f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
                  PYTHONUNBUFFERED="1")

@@ -33,7 +33,7 @@ from smoke.results import CheckResult, Status
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # requirements-gate.txt installs tomli on Python 3.10
+else:  # pyproject.toml's dependencies install tomli on Python 3.10
     import tomli as tomllib
 
 TABLE = "executorch-wheel-gate"

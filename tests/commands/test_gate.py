@@ -350,7 +350,7 @@ def _built(tmp_path):
 def test_a_read_only_work_folder_during_the_run_is_an_error_naming_it(wheel_x86_64, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(environment, "built", lambda *a, **k: _built(tmp_path))
 
-    def read_only(cmd, record, log, *args):
+    def read_only(cmd, record, log, *args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))  # a write to the open log: no file name in the error
 
     monkeypatch.setattr(gate_module, "run_child", read_only)
@@ -366,7 +366,7 @@ def test_a_child_check_that_failed_on_a_full_disk_is_not_a_fail_of_the_wheel(whe
     """The child's export meets the full disk and reports it as its check's failure: no FAIL verdict comes of it."""
     monkeypatch.setattr(environment, "built", lambda *a, **k: _built(tmp_path))
 
-    def child(cmd, record, log, timeout, env, on_result, *args):
+    def child(cmd, record, log, timeout, env, on_result, *args, **kwargs):
         on_result(failed("export (weighted)", f"OSError: [Errno {code}] {os.strerror(code)}: '{record.parent}/weighted/model.pte'"))
         return _Outcome()
 

@@ -80,3 +80,25 @@ def test_inspect_bad_input_is_one_line_and_exit_2(wheel_x86_64, tmp_path, args, 
     proc = nox("-s", "inspect", "--", *[a.format(tmp=tmp_path, wheel=wheel_x86_64) for a in args])
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_under_github_actions_each_fail_of_the_real_wheel_is_an_error_annotation_after_its_line(wheel_x86_64, monkeypatch):
+    """PyPI's 1.5.1 fails the CPU row's `libraries resolve` and `imports declared`: on a GitHub runner each is also an
+    `::error` naming the check, right after its FAIL line, and nothing else is annotated."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, annotations
+
+    proc = subprocess.run([sys.executable, "-m", "smoke", "inspect", str(wheel_x86_64), "--row", "cpu_x86_64"], cwd=REPO,
+                          env={**os.environ, "GITHUB_ACTIONS": "true"}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    fails = [(i, line) for i, line in enumerate(lines) if line.startswith("FAIL ")]
+    assert [line.split(":", 1)[0] for _, line in fails] == ["FAIL libraries resolve", "FAIL imports declared"]
+    for i, line in fails:
+        name, reason = line[len("FAIL "):].split(": ", 1)
+        assert annotations(lines[i + 1]) == [("error", name, reason)]
+    assert len(annotations(proc.stdout)) == len(fails)
+    assert "inspect-cpu_x86_64: FAILED: 10 passed, 2 failed, 0 skipped" in proc.stdout

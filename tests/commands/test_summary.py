@@ -430,5 +430,74 @@ def test_a_report_of_schema_2_follows_its_own_schema_and_the_summary_asks_for_a_
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(old, SCHEMA)
     (tmp_path / "cpu_x86_64.json").write_text(json.dumps(old))
-    with pytest.raises(summary.ReportError, match="has report schema 2, this gate reads 3: rerun that row"):
+    with pytest.raises(summary.ReportError, match="has report schema 2, this gate reads 3 and 4: rerun that row"):
         summary.read_report(tmp_path / "cpu_x86_64.json")
+
+
+# --- which wheel, which gate (issue 36): the sha256 and the gate's version in the table and in --json
+
+
+SUMMARY_SCHEMA = json.loads((REPO / "docs" / "summary-schema.json").read_text())
+
+
+def test_the_table_and_its_json_name_each_rows_wheel_by_sha256_and_the_gate_that_judged_it(tmp_path, capsys):
+    """Two runs of one file name looked the same in the matrix table. The cpu_aarch64 report here is of schema 3 (before
+    reports named their gate): read, its gate shown as unknown."""
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    folder = matrix(tmp_path / "reports", "cpu_x86_64", "cpu_aarch64")
+
+    def schema_3(data):
+        data["schema"] = 3
+        del data["gate"]
+    edit(folder, "cpu_aarch64", schema_3)
+    written = tmp_path / "out" / "summary.json"
+    code, out, err = summarize(folder, capsys, "--release", "cpu", "--json", str(written))
+    assert (code, err) == (0, [])
+    x86, arm = WHEELS["cpu_x86_64"][1], WHEELS["cpu_aarch64"][1]
+    assert f"| sha256 | {x86} | {arm} |" in out
+    assert f"| gate | executorch-wheel-gate {version} | unknown (report schema 3) |" in out
+    data = json.loads(written.read_text())
+    jsonschema.validate(data, SUMMARY_SCHEMA)
+    assert (data["verdict"], data["exit_code"], data["release"], data["problems"]) == ("pass", 0, "cpu", [])
+    assert data["gate"] == {"name": "executorch-wheel-gate", "version": version}
+    by_row = {r["row"]: r for r in data["rows"]}
+    assert by_row["cpu_x86_64"]["wheel"] == {"file": WHEELS["cpu_x86_64"][0], "sha256": x86}
+    assert by_row["cpu_x86_64"]["gate"]["version"] == version and by_row["cpu_aarch64"]["gate"]["version"] is None
+    assert [c["name"] for c in by_row["cpu_x86_64"]["checks"]] == [c.name for c in a_run("cpu_x86_64").results]
+    assert summarize(folder, capsys, "--release", "cpu", "--json", str(written))[0] == 0  # its own file: replaced
+
+
+def test_the_json_of_a_failed_release_holds_each_fail_line(tmp_path, capsys):
+    folder = matrix(tmp_path / "reports", cpu_x86_64=a_seed_run("cpu_x86_64", fail="data file (weighted)"))
+    written = tmp_path / "summary.json"
+    code, out, _ = summarize(folder, capsys, "--release", "cpu", "--json", str(written))
+    data = json.loads(written.read_text())
+    jsonschema.validate(data, SUMMARY_SCHEMA)
+    assert code == 1 and (data["verdict"], data["exit_code"]) == ("fail", 1)
+    assert [f"FAIL {p}" for p in data["problems"]] == [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert {r["row"]: r["verdict"] for r in data["rows"]} == {"cpu_x86_64": "fail", "cpu_aarch64": "missing"}
+
+
+@pytest.mark.parametrize("where", ["inside the reports folder", "a row's report", "a folder"])
+def test_a_json_path_the_summary_must_not_write_is_one_error_before_any_report_is_read(tmp_path, capsys, where):
+    folder = matrix(tmp_path / "reports", "cpu_x86_64", "cpu_aarch64")
+    target = {"inside the reports folder": folder / "summary.json", "a row's report": folder / "cpu_x86_64" / "cpu_x86_64.json",
+              "a folder": tmp_path / "reports"}[where]
+    before = target.read_bytes() if target.is_file() else None
+    code, out, err = summarize(folder, capsys, "--release", "cpu", "--json", str(target))
+    assert code == 2 and out == "" and len(err) == 1 and err[0].startswith(f"ERROR --json {str(target)!r}")
+    assert (target.read_bytes() if target.is_file() else None) == before
+
+
+def test_under_github_actions_each_fail_of_the_summary_is_an_error_annotation(tmp_path, capsys, monkeypatch):
+    from tests.helpers import annotations
+
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    folder = matrix(tmp_path / "reports", cpu_x86_64=a_seed_run("cpu_x86_64", fail="data file (weighted)"))
+    code, out, _ = summarize(folder, capsys, "--release", "cpu")
+    assert code == 1
+    fails = [line[len("FAIL "):] for line in out.splitlines() if line.startswith("FAIL ")]
+    assert "cpu_aarch64: no report (the cpu release needs this row)" in fails and len(fails) == 3
+    assert annotations(out) == [("error", "cpu release", fail) for fail in fails]

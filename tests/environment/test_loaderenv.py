@@ -125,3 +125,32 @@ def test_the_report_carries_what_was_removed_and_its_schema_says_so(library_path
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, SCHEMA)
     jsonschema.validate(to_json(Run("cpu_x86_64", mode="inspect", exit_code=0)), SCHEMA)  # null where no child ran
+
+
+# --- the folder the processes in the environment import smoke from (gate_code)
+
+_CODE = """import json, os
+from smoke.environment import loaderenv
+with loaderenv.gate_code() as folder:
+    held = sorted(os.listdir(folder))
+    ran = os.path.isfile(os.path.join(folder, "smoke", "child", "__main__.py"))
+print(json.dumps([str(folder), held, ran, os.path.exists(folder)]))"""
+
+
+def test_an_installed_gate_hands_the_environment_its_smoke_package_alone_never_its_site_packages(installed_gate):
+    """Installed, smoke sits in a site-packages beside nox, packaging, uv and the rest of the gate's interpreter: on the
+    child's PYTHONPATH they would come before the environment's own. The child is handed a folder that holds smoke alone,
+    removed when the run ends."""
+    env = {k: v for k, v in os.environ.items() if k != "GATE_INVOKED_FROM"}
+    out = subprocess.run([sys.executable, "-c", _CODE], env={**env, "PYTHONPATH": str(installed_gate)}, cwd=installed_gate.parent,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    folder, held, ran, left = json.loads(out.stdout)
+    assert held == ["smoke"] and ran and not left
+    assert not Path(folder).is_relative_to(installed_gate)
+
+
+def test_from_a_checkout_the_environment_imports_smoke_from_the_checkout():
+    with loaderenv.gate_code() as folder:
+        assert folder == REPO
+    assert REPO.is_dir()

@@ -17,7 +17,8 @@ def gate_python(tmp_path_factory) -> Path:
     env = tmp_path_factory.mktemp("readme") / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     python = env / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REPO / "requirements-gate.txt")], check=True)
+    # requirements-gate.txt installs the checkout (-e .), which pip reads as the folder it runs in
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REPO / "requirements-gate.txt")], check=True, cwd=REPO)
     return python
 
 
@@ -54,7 +55,7 @@ def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, d
     assert "FAIL cuda_x86_64: failed (one runtime core, imports declared)" in proc.stdout
     old = REPO / "docs" / "runs" / "2026-12-03-h200-cuda-build" / "reports"  # schema 2: read, and a rerun asked for
     proc = run(gate_python, "-m", "nox", "-s", "summary", "--", str(old), "--release", "cuda")
-    assert proc.returncode == 2 and "has report schema 2, this gate reads 3: rerun that row" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "has report schema 2, this gate reads 3 and 4: rerun that row" in proc.stderr, proc.stderr
 
 
 # What each of the command blocks of the README and docs/ must do when run in order in a fresh clone, after the quick
