@@ -35,7 +35,7 @@ def annotate(level: str, title: str, message: str) -> None:
 
 def error(text: str) -> None:
     """One ERROR line on stderr: what could not be done, and the fix (and its annotation, under GitHub Actions)."""
-    print(f"ERROR {markup.redact(text)}", file=sys.stderr, flush=True)
+    print(f"ERROR {markup.printable(text)}", file=sys.stderr, flush=True)
     annotate("error", "the gate could not run", text)
 
 
@@ -46,7 +46,7 @@ def fail(title: str, text: str) -> None:
 
 
 def say(text: str) -> None:
-    print(markup.redact(text), flush=True)
+    print(markup.printable(text), flush=True)
 
 
 def emit(run: Run, result: CheckResult) -> CheckResult:

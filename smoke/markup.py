@@ -45,6 +45,16 @@ def redact(text: str) -> str:
     return _CREDENTIALS.sub(mask, text)
 
 
+def printable(text: str) -> str:
+    """A line for the terminal or a CI log, as the gate prints it: credentials masked (``redact``); no line of it begins
+    with ``::``, which a CI runner (GitHub Actions: leading whitespace stripped) would take for a workflow command a
+    wheel's member name could smuggle in on a line of its own (``::add-mask::``, ``::error``), so such a line is marked
+    ``| ::``; a lone surrogate (a name not UTF-8) written as its escape, not a crash of the print."""
+    lines = redact(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a lone CR ends a line too
+    safe = [f"| {line}" if line.lstrip().startswith("::") else line for line in lines]
+    return "\n".join(safe).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def plain(value: object) -> str:
     """One line of printable text: a newline, a tab or another control character is a space;
     a character that would change how the line shows, or that cannot be encoded (a lone

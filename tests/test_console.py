@@ -53,3 +53,19 @@ def test_under_github_actions_an_error_is_an_annotation_too(capsys, monkeypatch)
     captured = capsys.readouterr()
     assert captured.err == "ERROR wheel 'x.whl' is built for aarch64; use nox -s cpu_aarch64\n"
     assert annotations(captured.out) == [("error", "the gate could not run", "wheel 'x.whl' is built for aarch64; use nox -s cpu_aarch64")]
+
+
+@pytest.mark.parametrize("name", ["lib\n::add-mask::secret.so", "lib\r  ::error title=x::forged.so", "::warning::x.so"])
+def test_a_member_name_cannot_smuggle_a_workflow_command_onto_a_line_of_its_own(capsys, monkeypatch, name):
+    # A wheel member's name goes into FAIL lines as it is; a newline in it would start a line the runner reads as a
+    # workflow command (leading whitespace stripped). Every such line is marked, so none begins with "::".
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    console.emit(Run("cpu_x86_64"), failed("wheel RECORD", f"{name} is not in RECORD"))
+    lines = capsys.readouterr().out.splitlines()
+    forged = [line for line in lines if line.lstrip().startswith("::") and not line.startswith("::error title=wheel RECORD::")]
+    assert forged == [], lines
+
+
+def test_a_name_that_is_not_utf8_is_printed_escaped_not_a_crash(capsys):
+    console.say("executorch/\udcff.so is not in RECORD")
+    assert capsys.readouterr().out == "executorch/\\udcff.so is not in RECORD\n"
