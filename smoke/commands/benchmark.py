@@ -83,8 +83,8 @@ def time_import_alone(env_dir: Path) -> float:
     """Seconds for one ``python -c IMPORT_ALONE`` in the row's environment, its clean loader environment, alone."""
     python = build.environment_python(env_dir)
     start = time.monotonic()
-    proc.run([python, "-c", IMPORT_ALONE], what="importing torch and executorch alone", cwd=REPO,
-             env=loaderenv.for_environment(python, REPO).env)
+    proc.run([python, "-c", IMPORT_ALONE], what="importing torch and executorch alone", cwd=paths.HOME,
+             env=loaderenv.for_environment(python, paths.HOME).env)
     return time.monotonic() - start
 
 
