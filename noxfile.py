@@ -71,7 +71,7 @@ for _name in ROWS:
 
 @nox.session(venv_backend="none")
 def inspect(session: nox.Session) -> None:
-    """Check a wheel file with nothing installed, on the rows it is built for: tags, platform, architecture, libraries, RUNPATH, runtime core, foreign files, duplicates, imports, CUDA parts, RECORD (-- WHEEL [--row ROW])."""
+    """Check a wheel file with nothing installed, on the rows it is built for: tags, foreign files, start-up code, platform, architecture, torch requirement, libraries, RUNPATH, runtime core, duplicates, imports, CUDA parts, RECORD (-- WHEEL [--row ROW])."""
     _invoked_from(session)
     _verdict(session, "inspect", cli.inspect_main(list(session.posargs)))
 
@@ -92,7 +92,7 @@ def compare(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def benchmark(session: nox.Session) -> None:
-    """Time the gate's phases over several runs, min/median/max and overhead (-- WHEEL [--row ROW] [--runs N] [--budget S] [--output FILE])."""
+    """Time the gate's phases over several runs, min/median/max and the whole run over its floor (one import alone + exports + loads) (-- WHEEL [--row ROW] [--runs N] [--budget S] [--output FILE])."""
     _invoked_from(session)
     _verdict(session, "benchmark", cli.benchmark_main(list(session.posargs)))
 
