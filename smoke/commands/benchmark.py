@@ -13,9 +13,10 @@ It measures, on this machine, in one invocation:
 
 and prints min/median/max per phase and the gate's overhead: its whole time over the sum of
 the unavoidable phases (the exports and the loads) in the same run. The floor a run is judged against is one
-import of torch and executorch measured alone (``IMPORT_ALONE`` in the row's environment, with nothing of the
-gate's running beside it, once per round between the runs) plus that run's exports and loads: the child's own
-import phase is slowed by the gate's work beside it, so a floor made of it looks better than it is (issue 35).
+import of torch and executorch measured alone (``IMPORT_ALONE``, timed as the child times its import phase, in the
+row's environment, with nothing of the gate's running beside it, once per round between the runs) plus that run's
+exports and loads: the child's own import phase is slowed by the gate's work beside it, so a floor made of it looks
+better than it is (issue 35).
 Unknown options are passed to the row (``--wheelhouse``, ``--torch-from`` ...). ``--output FILE`` appends the
 Markdown to a benchmarks document.
 """
@@ -75,17 +76,21 @@ def time_reading(path: Path, repeats: int) -> dict[str, list[float]]:
     return {"read the wheel": read, f"read and refuse it for {other.name}": refuse}
 
 
-# What the child's first phase imports (smoke.child.run: IMPORT_PHASE), and nothing else.
-IMPORT_ALONE = "import executorch.exir, torch"
+# What the child's first phase imports (smoke.child.run: IMPORT_PHASE), and nothing else, timed inside the process
+# as the child times that phase (the interpreter's start is not in it).
+IMPORT_ALONE = ("import time; start = time.perf_counter(); import executorch.exir, torch; "
+                "print(time.perf_counter() - start)")
 
 
 def time_import_alone(env_dir: Path) -> float:
-    """Seconds for one ``python -c IMPORT_ALONE`` in the row's environment, its clean loader environment, alone."""
+    """Seconds of ``IMPORT_ALONE``'s import in the row's environment, its clean loader environment, nothing else running."""
     python = build.environment_python(env_dir)
-    start = time.monotonic()
-    proc.run([python, "-c", IMPORT_ALONE], what="importing torch and executorch alone", cwd=paths.HOME,
-             env=loaderenv.for_environment(python, paths.HOME).env)
-    return time.monotonic() - start
+    env = loaderenv.for_environment(python, paths.HOME).env
+    ran = proc.run([python, "-c", IMPORT_ALONE], what="importing torch and executorch alone", cwd=paths.HOME, env=env)
+    try:
+        return float(ran.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise GateError(f"importing torch and executorch alone printed no time: {proc.tail(ran.stdout + ran.stderr)}") from exc
 
 
 def floor(run: dict, import_alone: float) -> float:
