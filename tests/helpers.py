@@ -618,3 +618,17 @@ def annotations(out: str) -> list[tuple[str, str, str]]:
             level, title = head.split(" title=", 1)
             found.append((level, workflow_unescape(title, True), workflow_unescape(message, False)))
     return found
+
+
+def every_check_judges(wheel, row, binaries, kind: str, path: str, mutant, checks) -> None:
+    """Each of ``checks`` judges ``wheel`` with its native file ``path`` replaced by ``mutant`` in ``binaries.<kind>``
+    (``machos``, ``pes``, as ``smoke.readers.native`` reads them): a result, never a traceback."""
+    from unittest import mock
+
+    from smoke.readers import native
+
+    files = tuple(mutant if f.path == path else f for f in getattr(binaries, kind))
+    replaced = dataclasses.replace(binaries, **{kind: files})
+    with mock.patch.object(native, "read_binaries", lambda _wheel: replaced):
+        for each in checks:
+            assert isinstance(each.function(wheel, row, None), CheckResult)

@@ -15,7 +15,6 @@ exports, and collects its verdict last (``collect``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import signal
@@ -149,11 +148,30 @@ def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S, torch_lib: str 
 
 def _last(stdout: str) -> dict:
     """The JSON object on the last line of a process's output, or {}."""
+    lines = stdout.strip().splitlines()
+    return _json_object(lines[-1]) if lines else {}
+
+
+def _json_object(line: str) -> dict:
+    """The JSON object one line holds, or {} (not JSON, or JSON of another kind)."""
     try:
-        said = json.loads(stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError, RecursionError):
+        said = json.loads(line)
+    except (ValueError, RecursionError):
         return {}
     return said if isinstance(said, dict) else {}
+
+
+def split_marked(text: str, mark: str) -> tuple[dict[int, str], int]:
+    """What was printed after each ``mark`` line (``MARK`` then an index), by index, and the last index marked (-1 for
+    none): a process that marks each load or import before it (here and ``smoke.child.loads``)."""
+    said: dict[int, list[str]] = {}
+    current = -1
+    for line in text.splitlines():
+        if line.startswith(mark) and line[len(mark):].strip().isdigit():
+            current = int(line[len(mark):])
+            continue
+        said.setdefault(current, []).append(line)
+    return {index: "\n".join(lines) for index, lines in said.items() if index >= 0}, current
 
 
 def import_together(modules: list[str], timeout: float = IMPORT_TIMEOUT_S, torch_lib: str | None = None) -> dict:
@@ -168,25 +186,19 @@ def import_together(modules: list[str], timeout: float = IMPORT_TIMEOUT_S, torch
                        timeout=timeout, check=False, env=env)
     except GateError as exc:
         return {"reached": -1, "output": {}, "errors": {}, "ended": False, "exit": None, "signal": None, "broken": str(exc)}
-    said: dict[int, list[str]] = {}
     errors: dict[int, str] = {}
-    ended, current = False, -1
+    ended, printed = False, []
     for line in ran.stdout.splitlines():
-        if line.startswith(MARK) and line[len(MARK):].strip().isdigit():
-            current = int(line[len(MARK):])
-            continue
-        if line.startswith("{"):
-            with contextlib.suppress(ValueError, RecursionError):
-                record = json.loads(line)
-                if isinstance(record, dict) and record.get("end") == len(modules):
-                    ended = True
-                    continue
-                if isinstance(record, dict) and "error" in record:
-                    errors[int(record["error"])] = str(record.get("message"))
-                    continue
-        said.setdefault(current, []).append(line)
+        record = _json_object(line) if line.startswith("{") else {}
+        if record.get("end") == len(modules):
+            ended = True
+        elif "error" in record and str(record["error"]).isdigit():
+            errors[int(record["error"])] = str(record.get("message"))
+        else:
+            printed.append(line)
+    output, reached = split_marked("\n".join(printed), MARK)
     code = ran.returncode
-    return {"reached": current, "output": {i: "\n".join(lines) for i, lines in said.items() if i >= 0}, "errors": errors,
+    return {"reached": reached, "output": output, "errors": errors,
             "ended": ended, "exit": code if code >= 0 else None, "signal": signal.Signals(-code).name if code < 0 else None}
 
 

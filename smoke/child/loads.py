@@ -46,7 +46,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from smoke import proc
-from smoke.child.extensions import REGISTERED_TWICE, torch_outside
+from smoke.child.extensions import REGISTERED_TWICE, split_marked, torch_outside
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CHILD, Check
 
@@ -162,14 +162,7 @@ def split_output(log: Path) -> dict[int, str]:
             data, _cut = proc.read_end(handle, LOG_BYTES)
     except OSError:
         return {}
-    said: dict[int, list[str]] = {}
-    current = -1
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith(MARK) and line[len(MARK):].strip().isdigit():
-            current = int(line[len(MARK):])
-            continue
-        said.setdefault(current, []).append(line)
-    return {index: "\n".join(lines) for index, lines in said.items() if index >= 0}
+    return split_marked(data.decode(errors="replace"), MARK)[0]
 
 
 def alone(path: str, log: Path) -> dict:

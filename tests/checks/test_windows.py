@@ -6,10 +6,8 @@ module imports removed, an arm64 DLL), RECORD rewritten (rewrite_wheel), through
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import struct
-from unittest import mock
 
 import pefile
 import pytest
@@ -19,9 +17,9 @@ from hypothesis import strategies as st
 from smoke.checks import windows
 from smoke.readers import native, pe
 from smoke.readers.wheel import read_wheel
-from smoke.results import CheckResult
 from smoke.rows import ROWS
 from tests.helpers import (
+    every_check_judges,
     failed_ours,
     hot_mutations,
     judge,
@@ -167,10 +165,7 @@ def test_hostile_pe_imports_and_module_sources_are_judged_never_a_traceback(wind
             mutant = pe.read_pe(small, data)
         except pe.PeError:
             return
-        binaries = dataclasses.replace(real, pes=tuple(mutant if f.path == small else f for f in real.pes))
-        with mock.patch.object(native, "read_binaries", lambda _wheel: binaries):
-            for each in windows.CHECKS:
-                assert isinstance(each.function(wheel, row, None), CheckResult)
+        every_check_judges(wheel, row, real, "pes", small, mutant, windows.CHECKS)
 
     @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(st.one_of(hot_mutations(source, [(source.index(b"if sys.platform"), source.index(b"# Let users"))]),
