@@ -34,7 +34,7 @@ import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO, Mapping, Protocol, Sequence
 
 from smoke.errors import GateError
 
@@ -112,9 +112,11 @@ def _captured(handle: IO[bytes]) -> str:
 
 def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
           stdin: int | None = None, stdout: int | IO | None = None, stderr: int | IO | None = None,
-          text: bool = False, own_group: bool = False) -> subprocess.Popen:
+          text: bool = False, own_group: bool = False, background: bool = False) -> subprocess.Popen:
     """Start a process beside the gate; ``own_group``: as the leader of a new process group (``end_group``),
-    its tree marked so that ``end_group`` finds what left the group."""
+    its tree marked so that ``end_group`` finds what left the group. ``background``: work beside the row's own
+    critical path (the child's imports and exports), run at ``BACKGROUND_NICE`` (it and what it starts) so that it takes
+    the cores the child leaves, not the child's: the same work, done in the time the child does not use."""
     token = None
     if own_group:
         subreaper()
@@ -125,11 +127,16 @@ def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = N
     process = subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
                                stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group,
                                preexec_fn=_dies_with_the_gate() if own_group else None)
+    if background:
+        with contextlib.suppress(OSError):  # before it has started anything: an interpreter takes longer than this to start
+            os.setpriority(os.PRIO_PROCESS, process.pid, min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19))
     process.gate_tree = token  # type: ignore[attr-defined]
     process.gate_before = before  # type: ignore[attr-defined]  # the gate's children before it: not its orphans
     _STARTED[process.pid] = process
     return process
 
+
+BACKGROUND_NICE = 10  # a background process's niceness over its starter's (``start``): a tenth of the CPU weight
 
 # Every process ``start`` started, by pid: the gate's own children, never taken for an orphan while they have not
 # ended (an ended one's pid, once reaped, may be another process's).
@@ -146,7 +153,17 @@ def orphans(proc: subprocess.Popen) -> set[int]:
     return {pid for pid in _children(os.getpid()) if pid not in before and pid not in ours and pid != proc.pid}
 
 
-def end(proc: subprocess.Popen | None) -> None:
+class Endable(Protocol):
+    """A process ``end`` can end: a ``subprocess.Popen``, or a fork that answers the same calls (``smoke.child.forks``)."""
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def end(proc: "Endable | None") -> None:
     """Kill a process of the gate's own that is still running, and reap it."""
     if proc is not None and proc.poll() is None:
         proc.kill()

@@ -26,12 +26,14 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 
 from smoke import proc
+from smoke.child import forks
 from smoke.errors import GateError
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import EXTENSIONS
 
 DISTRIBUTION = "executorch"
 IMPORT_TIMEOUT_S = 300
+LOG_BYTES = 1 << 20  # what is read of the together fork's output (its end)
 # Run in the module's process: the exception on one line, the first one in its chain (a package
 # that turns the loader's ImportError into its own error would hide the loader's message), and the
 # file of the wheel (or of a dependency) that raised it, as the last line of stdout. A loader's error
@@ -186,9 +188,14 @@ def import_together(modules: list[str], timeout: float = IMPORT_TIMEOUT_S, torch
                        timeout=timeout, check=False, env=env)
     except GateError as exc:
         return {"reached": -1, "output": {}, "errors": {}, "ended": False, "exit": None, "signal": None, "broken": str(exc)}
+    return read_together(ran.stdout, ran.returncode, modules)
+
+
+def read_together(stdout: str, code: int, modules: list[str]) -> dict:
+    """What a process importing ``modules`` together said (``_TOGETHER``, ``import_here``) and how it ended, as data."""
     errors: dict[int, str] = {}
     ended, printed = False, []
-    for line in ran.stdout.splitlines():
+    for line in stdout.splitlines():
         record = _json_object(line) if line.startswith("{") else {}
         if record.get("end") == len(modules):
             ended = True
@@ -197,9 +204,70 @@ def import_together(modules: list[str], timeout: float = IMPORT_TIMEOUT_S, torch
         else:
             printed.append(line)
     output, reached = split_marked("\n".join(printed), MARK)
-    code = ran.returncode
     return {"reached": reached, "output": output, "errors": errors,
             "ended": ended, "exit": code if code >= 0 else None, "signal": signal.Signals(-code).name if code < 0 else None}
+
+
+def import_here(modules: list[str]) -> int:
+    """``_TOGETHER``'s work in this process (a fork of the child: ``fork_together``): each module imported in order,
+    marked before it, its error after it, an end line once all were tried; its output is fds 1 and 2."""
+    import importlib
+
+    for index, module in enumerate(modules):
+        print("\n" + MARK + str(index), flush=True)
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:  # noqa: BLE001 - said, as the loader or the module said it
+            print("\n" + json.dumps({"error": index, "message": f"{type(exc).__name__}: {exc}"}), flush=True)
+    print("\n" + json.dumps({"end": len(modules)}), flush=True)
+    return 0
+
+
+def fork_together(workdir: Path) -> tuple[list[str], forks.Forked] | None:
+    """Every extension module the wheel ships imported into one process: a fork of the child made right after its
+    imports (torch, ``executorch.exir``: what a user's process holds before it imports them), while the child exports;
+    None where the distribution is not installed (``collect`` says so). ``collect`` reads it (``together_of``)."""
+    try:
+        modules = shipped_modules()
+    except metadata.PackageNotFoundError:
+        return None
+    return modules, forks.fork(lambda: import_here(modules), workdir / "together-imports.log")
+
+
+def together_of(forked: tuple[list[str], forks.Forked], imported: list[str], torch_lib: str | None = None,
+                timeout: float = IMPORT_TIMEOUT_S) -> dict | None:
+    """The fork's verdict, as ``together`` gives it: where it went wrong (the module being imported and which of the
+    modules before it bring it about, each alone before it in a fresh process), or None where fewer than two modules
+    imported alone. ``imported``: the modules that imported alone (a module that does not is judged by that)."""
+    modules, process = forked
+    if len(imported) < 2:
+        proc.end(process)
+        return None
+    start = time.monotonic()
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        code = process.wait()
+    try:
+        with process.log.open("rb") as handle:
+            said = proc.read_end(handle, LOG_BYTES)[0].decode(errors="replace")
+    except OSError:
+        said = ""
+    ran = read_together(said, code, modules)
+    found = together_incident(ran)
+    if found is None or modules[found[0]] not in imported:
+        return {"modules": imported, "incident": None, "seconds": round(time.monotonic() - start, 3), "after_imports": AFTER}
+    index, seen = found
+    culprit = modules[index]
+    after = [other for other in modules[:index] if other in imported
+             and (hit := together_incident(import_together([other, culprit], torch_lib=torch_lib))) is not None and hit[0] == 1]
+    return {"modules": imported, "incident": {"module": culprit, "after": after, "seen": seen},
+            "seconds": round(time.monotonic() - start, 3), "after_imports": AFTER}
+
+
+# What the child had imported when it forked the process the modules are imported into together (smoke.child.run).
+AFTER = "torch and executorch.exir"
 
 
 def together_incident(ran: dict) -> tuple[int, str] | None:
@@ -233,7 +301,9 @@ def together(modules: list[str], torch_lib: str | None = None) -> dict | None:
             "seconds": round(time.monotonic() - start, 3)}
 
 
-def extensions_main(out: Path) -> int:
+def extensions_main(out: Path, alone_only: bool = False) -> int:
+    """Each module imported alone, a fresh ``python -I`` each; then, unless ``alone_only`` (the child imports them
+    together in a fork of its own: ``fork_together``), those that imported into one fresh ``python -I`` too."""
     start = time.monotonic()
     try:
         modules = shipped_modules()
@@ -242,32 +312,45 @@ def extensions_main(out: Path) -> int:
         return 0
     torch_lib = torch_outside()
     outcomes = [import_alone(module, torch_lib=torch_lib) for module in modules]
-    both = together([o["module"] for o in outcomes if o["error"] is None], torch_lib)
+    both = None if alone_only else together([o["module"] for o in outcomes if o["error"] is None], torch_lib)
     out.write_text(json.dumps({"outcomes": outcomes, "together": both, "seconds": round(time.monotonic() - start, 3),
-                               "torch_lib": torch_lib}))
+                               "torch_lib": torch_lib, "alone_only": alone_only}))
     return 0
 
 
-def start_extensions_process(workdir: Path) -> subprocess.Popen:
-    """The imports' process, started early; its verdict is read by ``collect``."""
-    cmd = [sys.executable, "-m", "smoke.child.extensions", str(workdir / "extensions.json")]
+def start_extensions_process(workdir: Path, alone_only: bool = False) -> subprocess.Popen:
+    """The imports' process, started early; its verdict is read by ``collect``. ``alone_only``: the imports into one
+    process are the child's fork's (``fork_together``)."""
+    cmd = [sys.executable, "-m", "smoke.child.extensions", str(workdir / "extensions.json"), *(["--alone"] if alone_only else [])]
     with open(workdir / "extensions.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
-        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT)
+        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT, background=True)
 
 
-def collect(started: subprocess.Popen | None, workdir: Path) -> CheckResult:
-    """Wait for the imports' process (started now if it was not) and judge what it wrote."""
+def collect(started: subprocess.Popen | None, workdir: Path,
+            forked: tuple[list[str], forks.Forked] | None = None) -> CheckResult:
+    """Wait for the imports' process (started now if it was not) and judge what it wrote; ``forked``: the imports into
+    one process made by the child's fork (``fork_together``), judged with them (the process then imported each alone only)."""
     name = EXTENSIONS.name
-    process = started or start_extensions_process(workdir)
+    process = started or start_extensions_process(workdir, alone_only=forked is not None)
     process.wait()
     try:
         verdict = json.loads((workdir / "extensions.json").read_text())
     except (OSError, ValueError):
+        if forked is not None:
+            proc.end(forked[1])
         return failed(name, f"the imports' process exited {process.returncode} without its verdict: "
                             f"{proc.file_tail(workdir / 'extensions.log')}")
     if "error" in verdict:
+        if forked is not None:
+            proc.end(forked[1])
         return failed(name, verdict["error"])
-    return judge(verdict["outcomes"], verdict["seconds"], verdict.get("torch_lib"), verdict.get("together"))
+    both = verdict.get("together")
+    imported = [o["module"] for o in verdict["outcomes"] if o["error"] is None]
+    if forked is not None:
+        both = together_of(forked, imported, verdict.get("torch_lib"))
+    elif verdict.get("alone_only"):  # the child broke off before its fork: the modules into one fresh process instead
+        both = together(imported, verdict.get("torch_lib"))
+    return judge(verdict["outcomes"], verdict["seconds"], verdict.get("torch_lib"), both)
 
 
 def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None, both: dict | None = None) -> CheckResult:
@@ -286,14 +369,19 @@ def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None, bo
     measured["together"] = both
     if both is not None and (found := both.get("incident")) is not None:
         twice = REGISTERED_TWICE.search(found["seen"]) is not None  # else the process ended during that import
-        before = f" after {', '.join(found['after'])}" if found.get("after") else " after the modules before it (no one of them alone)"
+        first = both.get("after_imports")
+        before = (f" after {', '.join(found['after'])}" if found.get("after") else
+                  f" after the modules before it or {first} (no one of them alone)" if first else
+                  " after the modules before it (no one of them alone)")
         what = "registers again what was registered" if twice else "ends the process when imported"
-        return failed(name, f"each imports alone, but imported together into one process (in name order) {found['module']} "
+        where = f"in name order, after {first}" if first else "in name order"
+        return failed(name, f"each imports alone, but imported together into one process ({where}) {found['module']} "
                             f"{what}{before}: {found['seen']}", **measured)
-    one = ", and together into one process" if both is not None else ""
+    one = "" if both is None else (f", and together into one process that had imported {both['after_imports']}"
+                                   if both.get("after_imports") else ", and together into one process")
     return passed(name, f"all {len(outcomes)} import, each in a process of its own with a clean loader environment"
                         f"{one} ({seconds:.1f} s){stand_in}: {', '.join(modules)}", **measured)
 
 
 if __name__ == "__main__":
-    sys.exit(extensions_main(Path(sys.argv[1])))
+    sys.exit(extensions_main(Path(sys.argv[1]), alone_only="--alone" in sys.argv[2:]))

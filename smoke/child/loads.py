@@ -46,6 +46,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from smoke import proc
+from smoke.child import forks
 from smoke.child.extensions import REGISTERED_TWICE, split_marked, torch_outside
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CHILD, Check
@@ -260,14 +261,19 @@ def together(every: list[tuple[str, str]], workdir: Path, left_out: frozenset[st
             "seconds": round(time.monotonic() - start, 3)}
 
 
-def loads_main(out: Path) -> int:
-    """Run in the gate's environment: every judgement of this module, written to ``out`` as JSON."""
+PARTS = ("before", "after")  # a process each where the child forks them (``fork_parts``); one process does both otherwise
+
+
+def loads_main(out: Path, parts: tuple[str, ...] = PARTS) -> int:
+    """Run in the gate's environment: every judgement of this module, written to ``out`` as JSON. ``parts``: the loads
+    before torch is imported, those after it (with the one process of ``registered once``), or both in turn."""
     start = time.monotonic()
     torch_lib = torch_outside()
     if torch_lib and os.environ.get("LD_LIBRARY_PATH") != torch_lib:
         # torch is in another environment (--torch-from): its folder stands in for site-packages/torch/lib,
         # as for the extension modules' imports; the loader reads LD_LIBRARY_PATH when the process starts.
-        os.execve(sys.executable, [sys.executable, "-m", "smoke.child.loads", str(out)], {**os.environ, "LD_LIBRARY_PATH": torch_lib})
+        os.execve(sys.executable, [sys.executable, "-m", "smoke.child.loads", str(out), *parts],
+                  {**os.environ, "LD_LIBRARY_PATH": torch_lib})
     try:
         libraries = shipped_libraries()
     except metadata.PackageNotFoundError as exc:
@@ -275,43 +281,90 @@ def loads_main(out: Path) -> int:
         return 0
     work = out.parent / "loads"
     work.mkdir(exist_ok=True)
-    before = through_loaders({path: alone(where, work / "alone.log") for path, where in libraries}, libraries)  # no torch yet
-    try:
-        import torch  # noqa: F401
-        torch_error = None
-    except BaseException as exc:  # noqa: BLE001 - said in the verdict
-        torch_error = f"{type(exc).__name__}: {_said(str(exc))}"
-    after = (through_loaders({path: alone(where, work / "alone.log") for path, where in libraries}, libraries)
-             if torch_error is None else {})
-    # Left out of the one process: what does not load, and what loads only as another's need (its loader brings it).
-    broken = frozenset(path for path, outcome in after.items() if outcome["error"] is not None or outcome.get("via"))
-    both = together(libraries, work, broken) if torch_error is None else None
-    out.write_text(json.dumps({"libraries": [path for path, _ in libraries], "before": before, "after": after,
-                               "together": both, "torch_error": torch_error, "torch_lib": torch_lib,
-                               "seconds": round(time.monotonic() - start, 3)}))
+    verdict: dict[str, Any] = {"libraries": [path for path, _ in libraries], "torch_lib": torch_lib}
+    if "before" in parts:
+        if "torch" in sys.modules:
+            raise RuntimeError("the loads before torch are run in a process that has imported torch")
+        verdict["before"] = through_loaders({path: alone(where, work / "alone-before.log") for path, where in libraries},
+                                            libraries)
+    if "after" in parts:
+        try:
+            import torch  # noqa: F401
+            torch_error = None
+        except BaseException as exc:  # noqa: BLE001 - said in the verdict
+            torch_error = f"{type(exc).__name__}: {_said(str(exc))}"
+        after = (through_loaders({path: alone(where, work / "alone-after.log") for path, where in libraries}, libraries)
+                 if torch_error is None else {})
+        # Left out of the one process: what does not load, and what loads only as another's need (its loader brings it).
+        broken = frozenset(path for path, outcome in after.items() if outcome["error"] is not None or outcome.get("via"))
+        verdict.update(after=after, together=together(libraries, work, broken) if torch_error is None else None,
+                       torch_error=torch_error)
+    verdict["seconds"] = round(time.monotonic() - start, 3)
+    out.write_text(json.dumps(verdict))
     return 0
 
 
-def start_loads_process(workdir: Path) -> subprocess.Popen:
+def start_loads_process(workdir: Path, parts: tuple[str, ...] = PARTS) -> subprocess.Popen:
     """The loads' process, started early; its verdict is read by ``collect``."""
-    cmd = [sys.executable, "-m", "smoke.child.loads", str(workdir / "loads.json")]
+    cmd = [sys.executable, "-m", "smoke.child.loads", str(workdir / "loads.json"), *parts]
     with open(workdir / "loads.log", "wb") as log:  # a file, not a pipe: nobody reads it while it runs
-        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT)
+        return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT, background=True)
 
 
-def collect(started: subprocess.Popen | None, workdir: Path) -> list[CheckResult]:
-    """Wait for the loads' process (started now if it was not) and judge what it wrote: the three results."""
-    process = started or start_loads_process(workdir)
+def fork_part(workdir: Path, part: str) -> forks.Forked | None:
+    """One part of the loads (``PARTS``) in a fork of the child, at its background priority: ``before``, forked before
+    the child imports anything of torch's; ``after``, right after its ``import torch`` and before anything of the
+    wheel's. A process that has imported torch and nothing else of the wheel's is what ``libraries load`` needs, and
+    one that has not imported torch what ``libraries load before torch`` needs: a fork of the child is that process
+    without an interpreter that imports torch again. None where torch lies in another environment (``torch_outside``):
+    the loader reads the stand-in LD_LIBRARY_PATH only as a process starts, so a process of their own does the loads."""
+    if torch_outside() is not None:
+        return None
+
+    def work() -> int:
+        os.nice(proc.BACKGROUND_NICE)
+        return loads_main(workdir / f"loads-{part}.json", (part,))
+
+    return forks.fork(work, workdir / f"loads-{part}.log")
+
+
+def collect(started: subprocess.Popen | None, workdir: Path, forked: dict[str, forks.Forked] | None = None) -> list[CheckResult]:
+    """Wait for the loads' process (started now if it was not), or the child's forks of its parts (``fork_part``; a
+    part the child did not fork, its import of torch having failed, is run now in a process of its own), and judge
+    what they wrote: the three results."""
+    if not forked:
+        return judge_written(started or start_loads_process(workdir), workdir / "loads.json", workdir / "loads.log")
+    verdict: dict[str, Any] = {}
+    for part in PARTS:
+        process: forks.Forked | subprocess.Popen | None = forked.get(part)
+        out, log = workdir / f"loads-{part}.json", workdir / f"loads-{part}.log"
+        if process is None:
+            process = start_loads_process(workdir, (part,))
+            out, log = workdir / "loads.json", workdir / "loads.log"
+        read = _written(process, out, log)
+        if isinstance(read, list):
+            return read
+        seconds = verdict.get("seconds", 0.0) + read.get("seconds", 0.0)
+        verdict.update(read, seconds=round(seconds, 3))
+    return judge(verdict)
+
+
+def _written(process, out: Path, log: Path) -> dict | list[CheckResult]:
+    """What a loads' process wrote, once it ended; the three FAILs where it wrote no verdict or an error."""
     process.wait()
     try:
-        verdict = json.loads((workdir / "loads.json").read_text())
+        verdict = json.loads(out.read_text())
     except (OSError, ValueError):
-        said = (f"the loads' process exited {process.returncode} without its verdict: "
-                f"{proc.file_tail(workdir / 'loads.log')}")
+        said = f"the loads' process exited {process.returncode} without its verdict: {proc.file_tail(log)}"
         return [failed(check.name, said) for check in CHECKS]
     if "error" in verdict:
         return [failed(check.name, verdict["error"]) for check in CHECKS]
-    return judge(verdict)
+    return verdict
+
+
+def judge_written(process, out: Path, log: Path) -> list[CheckResult]:
+    read = _written(process, out, log)
+    return read if isinstance(read, list) else judge(read)
 
 
 def _listed(problems: list[str], more_than: int = 3) -> str:
@@ -396,4 +449,4 @@ def judge(verdict: dict) -> list[CheckResult]:
 
 
 if __name__ == "__main__":
-    sys.exit(loads_main(Path(sys.argv[1])))
+    sys.exit(loads_main(Path(sys.argv[1]), tuple(part for part in PARTS if part in sys.argv[2:]) or PARTS))

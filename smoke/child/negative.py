@@ -1,9 +1,10 @@
 """The negative control: the weighted program loaded WITHOUT its data file, in a process of its own.
 
 It must not give eager's answer: a crash or an error is the expected outcome; a match means the
-weights are not coming from the data file. The process is started early (``start``), imports torch
-and the runtime while the exports run, then reads the program's path on stdin:
-``python -m smoke.child.negative - VERDICT.json``.
+weights are not coming from the data file. The process is a fork of the child made right after the child's
+imports (``fork_control``, ``smoke.child.forks``): it imports the runtime's bindings while the exports run, then
+reads the program's path on its fd 0. Without the child's imports to share (``--no-overlap``, the way before), it is
+``python -m smoke.child.negative - VERDICT.json``, started when it is needed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from smoke import proc
+from smoke.child import forks
 from smoke.child.models import ATOL, RTOL, models, run_program
 from smoke.child.probe import one_line
 from smoke.results import CheckResult, failed, passed
@@ -34,7 +36,14 @@ def start_negative_process(workdir: Path) -> subprocess.Popen:
     return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def negative_control(row: "ChildRow", pte: Path, workdir: Path, started: subprocess.Popen | None = None) -> CheckResult:
+def fork_control(workdir: Path) -> forks.Forked:
+    """The negative control's process: a fork of the child, made after its imports (``smoke.child.forks``), that
+    imports the runtime's bindings now and waits on its fd 0 for the program to load."""
+    return forks.fork(lambda: negative_main("-", workdir / "negative.json"), workdir / "negative.log", pipe=True)
+
+
+def negative_control(row: "ChildRow", pte: Path, workdir: Path,
+                     started: "subprocess.Popen | forks.Forked | None" = None) -> CheckResult:
     """Load the weighted program WITHOUT its data file, in a process of its own.
 
     It must not give eager's answer: a crash or an error is the expected outcome;
@@ -47,13 +56,15 @@ def negative_control(row: "ChildRow", pte: Path, workdir: Path, started: subproc
     except subprocess.TimeoutExpired:
         proc.end(control)
         return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
-    if control.returncode < 0:
-        sig = signal.Signals(-control.returncode).name
+    code = control.returncode
+    assert code is not None  # waited for above
+    if code < 0:
+        sig = signal.Signals(-code).name
         return passed(name, f"the load without {row.data_file} crashed the process with {sig}, as expected", outcome=sig)
     try:
         verdict = json.loads((workdir / "negative.json").read_text())
     except (OSError, ValueError):
-        return failed(name, f"the control process exited {control.returncode} without its verdict: {proc.tail(stderr, 1)}")
+        return failed(name, f"the control process exited {code} without its verdict: {proc.tail(stderr, 1)}")
     if verdict["outcome"] == "error":
         return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
     if verdict["matched"]:

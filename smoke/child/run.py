@@ -25,11 +25,11 @@ from smoke.child import delegates, exports
 from smoke.child.ask import ask
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
-from smoke.child.extensions import start_extensions_process
+from smoke.child.extensions import fork_together, start_extensions_process
 from smoke.child.loads import collect as collect_loads
-from smoke.child.loads import start_loads_process
+from smoke.child.loads import fork_part, start_loads_process
 from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
-from smoke.child.negative import negative_control, start_negative_process
+from smoke.child.negative import fork_control, negative_control
 from smoke.child.portable import PHASE as PORTABLE_PHASE
 from smoke.child.portable import check_portable
 from smoke.child.probe import probe
@@ -41,39 +41,58 @@ from smoke.stages import EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, lo
 
 def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
     row = ChildRow.read(row_file)
-    # Started before our own imports, so that its imports overlap ours and the exports.
-    started = start_negative_process(workdir) if overlap else None
     helper = start_export_process(row_file, workdir) if exports.parallel(parallel_exports, overlap) else None
-    imports = start_extensions_process(workdir) if overlap else None  # beside the exports; collected last
-    loads = start_loads_process(workdir) if overlap else None  # every shared library loaded (smoke.child.loads); collected last
+    # Beside the exports, collected last: each extension module imported alone, a fresh interpreter each (their import
+    # into one process is a fork of this one, below), and every shared library loaded (smoke.child.loads).
+    imports = start_extensions_process(workdir, alone_only=True) if overlap else None
+    forked: dict = {}  # the forks of this process (smoke.child.forks): "negative", "together", the loads' "before", "after"
+    loads = None
+    if overlap and (before := fork_part(workdir, "before")) is not None:  # nothing of torch's imported yet
+        forked["loads"] = {"before": before}
+    elif overlap:  # torch in another environment: the loads in a process of their own (smoke.child.loads.fork_part)
+        loads = start_loads_process(workdir)
     try:
         try:
-            _gate(row, workdir, rec, started, helper)
+            _gate(row, workdir, rec, forked, overlap, helper)
         except FailFast:
             raise
         except Exception:
             # The child's own checks broke off (the runtime does not import, say): the imports'
             # verdict, naming the module and the loader's message, is recorded all the same.
             with contextlib.suppress(FailFast):
-                rec.check(collect_imports(imports, workdir))
-                for result in collect_loads(loads, workdir):
+                rec.check(collect_imports(imports, workdir, forked.get("together")))
+                for result in collect_loads(loads, workdir, forked.get("loads")):
                     rec.check(result)
             raise
-        rec.check(collect_imports(imports, workdir))
-        for result in collect_loads(loads, workdir):
+        rec.check(collect_imports(imports, workdir, forked.get("together")))
+        for result in collect_loads(loads, workdir, forked.get("loads")):
             rec.check(result)
     finally:
-        for process in (started, helper, imports, loads):
+        together = forked.get("together")
+        for process in (forked.get("negative"), together[1] if together else None, *forked.get("loads", {}).values(),
+                        helper, imports, loads):
             proc.end(process)
 
 
-def _gate(row: ChildRow, workdir: Path, rec: Recorder, started: subprocess.Popen | None,
+def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: dict, overlap: bool = True,
           helper: subprocess.Popen | None = None) -> None:
     with rec.phase(IMPORT_PHASE):
         from importlib.metadata import version
 
-        import executorch.exir  # noqa: F401  (timed here, not in the first export)
         import torch
+
+        if "loads" in forked:  # torch imported, nothing of the wheel's yet: the loads after torch (smoke.child.loads)
+            after = fork_part(workdir, "after")
+            if after is not None:
+                forked["loads"]["after"] = after
+        import executorch.exir  # noqa: F401  (timed here, not in the first export)
+
+    if overlap:
+        # Forks of this process, now that torch and the runtime's exporter are imported and nothing else has run (no
+        # export, no device initialised): the negative control's process, and the extension modules' import into one
+        # process, each a process of its own without importing torch again (smoke.child.forks).
+        forked["negative"] = fork_control(workdir)
+        forked["together"] = fork_together(workdir)
 
     facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
              "python": platform.python_version(), "machine": platform.machine()}
@@ -115,6 +134,10 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, started: subprocess.Popen
     data = {label: judged.get("data_file", {}).get(label) == Status.PASS.value for label in built}
 
     backends = registered_backends()
+    negative = forked.get("negative")
+    control = bool(exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends)
+    if control and negative is not None:
+        negative.send(f"{folders['weighted'] / 'model.pte'}\n")  # it loads while this process runs the programs
     for label, (model, example) in built.items():
         name = RUN.of(label)
         if not data[label]:
@@ -123,16 +146,16 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, started: subprocess.Popen
         with rec.phase(load_phase(label)):
             rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, model, example, backends))
 
-    name = NEGATIVE.name
-    if exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends:
-        with rec.phase(NEGATIVE_PHASE):
-            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, started))
-    else:
-        rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
-
     # No device needed: the kernels run on the CPU on every row, so this never skips.
     with rec.phase(PORTABLE_PHASE):
         rec.check(check_portable(workdir / "portable", lambda pte: ask(rec, "program", path=str(pte))))
+
+    name = NEGATIVE.name
+    if control:
+        with rec.phase(NEGATIVE_PHASE):
+            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, negative))
+    else:
+        rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
 
 
 def main(argv: list[str] | None = None, token: str = "") -> int:

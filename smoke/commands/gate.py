@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -35,7 +36,7 @@ from smoke.readers import pairing, settings
 from smoke.readers import wheel as wheels
 from smoke.readers.systems import SYSTEMS, host, host_words
 from smoke.report import Run
-from smoke.results import Status, all_passed, failed, skipped, summary_line
+from smoke.results import CheckResult, Status, all_passed, failed, skipped, summary_line
 from smoke.rows import Row, check_host, check_machine, child_data
 
 OWN = paths.GATE
@@ -139,6 +140,7 @@ class RowRun:
     code: Path | None = None  # where the processes in the environment import smoke from (loaderenv.gate_code)
     child_env: dict[str, str] = dataclasses.field(default_factory=dict)
     work: owned.Owned | None = None
+    files: "FileWork | None" = None  # the file checks, running beside the environment's build and the child's start
 
 
 def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
@@ -224,20 +226,82 @@ def wheel_said(state: RowRun) -> bool:
     return True
 
 
+class FileWork:
+    """The file checks, run in a thread of the parent while the environment is built or reused and the child starts
+    (issue 35: they took 1.6 s of the CPU row's start, the child waiting for them). Their results are printed and
+    recorded, in the pipeline's order, when the parent takes them (``take``): before the child's first report is read,
+    so the lines come as they did. ``done``: taken already, whether the run goes on after them."""
+
+    NAME = "checking what the wheel ships"
+
+    def __init__(self, run: Run, row: Row, wheel: wheels.Wheel, options: opts.Options, ready: dict[str, CheckResult]) -> None:
+        self.run, self.row, self.wheel, self.options, self.ready = run, row, wheel, options, ready
+        self.results: list[CheckResult] = []
+        self.libraries: shipped.Libraries | None = None
+        self.failure: BaseException | None = None
+        self.seconds = 0.0
+        self.taken: bool | None = None
+        self.thread = threading.Thread(target=self._work, name="file checks", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        start = time.monotonic()
+        try:
+            self.libraries = shipped.read_libraries(self.wheel)
+            for check in pipeline.for_row(self.row, stages.FILE):
+                result = self.ready.get(check.name) or stages.run_check(check, self.wheel, self.row, self.libraries)
+                self.results.append(result)
+                judged = self.run.waivers.apply(result) if self.run.waivers is not None else result
+                if not judged and self.options.fail_fast:
+                    break
+        except BaseException as exc:  # noqa: BLE001 - raised again in the parent's thread (take)
+            self.failure = exc
+        finally:
+            self.seconds = round(time.monotonic() - start, 3)
+
+    def take(self) -> bool:
+        """Wait for the checks, print and record them; False where the run stops after them (fail-fast stopped them,
+        or the wheel ships libraries the gate cannot read). An error of theirs is raised here, at the edge."""
+        if self.taken is not None:
+            return self.taken
+        self.thread.join()
+        if self.failure is not None:
+            raise self.failure
+        say(f"  ... {self.NAME}")
+        self.run.libraries = self.libraries
+        go_on = True
+        for result in self.results:
+            if not emit(self.run, result) and self.options.fail_fast:
+                go_on = False
+        self.run.phases.append({"name": self.NAME, "seconds": self.seconds})
+        say(f"  ... {self.NAME}: {self.seconds:.1f} s")
+        if go_on and self.libraries is not None and (self.libraries.unreadable or self.libraries.not_elf):
+            say("the child is not run: the wheel ships libraries the gate cannot read (see architecture)")
+            go_on = False
+        self.taken = go_on
+        return go_on
+
+
 def files_checked(state: RowRun) -> bool:
-    """The file checks; the environment is not built where fail-fast stopped them or a library cannot be read."""
-    assert state.wheel is not None
-    if not file_checks(state.run, state.row, state.wheel, state.options):
-        return False
-    if state.run.libraries.unreadable or state.run.libraries.not_elf:  # `architecture` FAILed, naming each: never installed
-        say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
-        return False
-    declared = next((r for r in state.run.results if r.name == requirements.TORCH_REQUIREMENT.name), None)
-    if declared is not None and declared.status is Status.FAIL and state.options.constraints is None:
-        say(f"the environment is not built: the wheel's requirements cannot be installed as declared beside its paired "
-            f"torch (see {declared.name})")
-        skip_installed_half(state, f"not run: the environment is not built (see {declared.name})")
-        return False
+    """The file checks started beside what comes next (``FileWork``); the environment is not built where the wheel's
+    torch requirement cannot be installed as declared (that check is run first, here)."""
+    run, row, wheel, options = state.run, state.row, state.wheel, state.options
+    assert wheel is not None
+    requirement = requirements.TORCH_REQUIREMENT
+    ready = {}
+    if requirement in pipeline.for_row(row, stages.FILE):
+        ready[requirement.name] = stages.run_check(requirement, wheel, row, shipped.Libraries((), ()))
+    state.files = FileWork(run, row, wheel, options, ready)
+    declared = ready.get(requirement.name)
+    judged = run.waivers.apply(declared) if declared is not None and run.waivers is not None else declared
+    if judged is not None and judged.status is Status.FAIL:
+        if not state.files.take():
+            return False
+        if options.constraints is None:
+            say(f"the environment is not built: the wheel's requirements cannot be installed as declared beside its paired "
+                f"torch (see {requirement.name})")
+            skip_installed_half(state, f"not run: the environment is not built (see {requirement.name})")
+            return False
     return True
 
 
@@ -275,6 +339,8 @@ def environment_probed(state: RowRun) -> bool:
     if state.options.overlap:
         return True
     assert state.env is not None and state.wheel is not None and state.code is not None
+    if state.files is not None and not state.files.take():  # the checks judge what the file checks read
+        return False
     with phase(state.run, "probing the environment in a process of its own"):
         facts = installed.run_probe(state.env.python, state.child_env, state.code)
     return installed_checks(state.run, state.row, state.wheel, facts, state.options)
@@ -283,8 +349,10 @@ def environment_probed(state: RowRun) -> bool:
 def child_run(state: RowRun) -> bool:
     """The child, in a work folder of the gate's, given its row as data; judged as it reports; a row that must
     execute and did not run its must-execute checks FAILs."""
-    run, row, options, wheel, env = state.run, state.row, state.options, state.wheel, state.env
-    assert wheel is not None and env is not None and state.code is not None
+    run, row, options, wheel, env, files = state.run, state.row, state.options, state.wheel, state.env, state.files
+    assert wheel is not None and env is not None and state.code is not None and files is not None
+    if not files.thread.is_alive() and not files.take():  # done already (a cold build is longer): no child to start
+        return False
     if state.given_work is not None:
         work = state.given_work
         with machine("the work folder", work.path, "--workdir"):
@@ -320,10 +388,17 @@ def child_run(state: RowRun) -> bool:
             return exported.program_facts(path)
         return {"error": f"no such question: {asked.get('question')!r}"}
 
+    def on_started() -> None:
+        """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""
+        if not files.take():
+            raise StopChild
+
     with machine("the child's record and log", workdir, "--workdir"):
         outcome = run_child(cmd, record, log, options.timeout, state.child_env, lambda r: emit(run, r),
                             lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe, on_ask,
-                            cwd=state.code)
+                            cwd=state.code, on_started=on_started)
+    if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
+        return False
     machine_failure(run, workdir)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:

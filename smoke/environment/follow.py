@@ -34,6 +34,7 @@ RECORD_BYTES = 16 * MIB  # a record past this ends the child
 LOG_BYTES = 256 * MIB  # an output past this ends the child
 BAD_KEPT = 1  # the bad lines quoted (the rest are counted)
 TOKEN_BYTES = 16  # the run's token, given to the child on its stdin
+POLL_S = 0.02  # between reads of the record: the child waits this long at most for an answer to its question
 
 
 @dataclass
@@ -109,10 +110,13 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
               on_check: Callable[[CheckResult], object],
               on_phase: Callable[[str, float], None] = lambda name, seconds: None,
               on_probe: Callable[[dict], None] = lambda facts: None,
-              on_ask: Callable[[dict], dict] = _no_answer, cwd: Path | None = None) -> ChildOutcome:
+              on_ask: Callable[[dict], dict] = _no_answer, cwd: Path | None = None,
+              on_started: Callable[[], None] = lambda: None) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up; then end
     whatever it started and left running. Its questions (``smoke.child.ask``) are answered on its stdin.
     It runs in ``cwd``, the folder it imports ``smoke`` from (``loaderenv.gate_code``; by default the gate's own).
+    ``on_started`` runs once the child has started, before its record is read (the parent's own work that overlaps
+    the child's start: its file checks, ``smoke.commands.gate``); raising ``StopChild`` there ends the child.
 
     The first line on its stdin is a token made for this run (``TOKEN_BYTES`` random bytes): the child reads it
     before anything of the environment's runs (``python -S``, then ``site.main()``: ``smoke.child.__main__``), and
@@ -125,9 +129,14 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
                            own_group=True)
         _answer_line(child, outcome.token)
         try:
-            _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe, on_ask)
+            try:
+                on_started()
+            except StopChild:
+                outcome.stopped = True
+            if not outcome.stopped:
+                _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe, on_ask)
         finally:  # Ctrl-C, SIGTERM (Interrupted), an error of ours, or its leftovers: nothing outlives us
-            proc.end_group(child, grace=0 if child.returncode is not None else 5.0)
+            proc.end_group(child, grace=0 if child.returncode is not None or outcome.stopped else 5.0)
             if child.stdin is not None:
                 with contextlib.suppress(OSError):
                     child.stdin.close()
@@ -223,7 +232,7 @@ def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on
             outcome.timed_out = True
             proc.end_group(child, grace=0)
             return
-        time.sleep(0.2)
+        time.sleep(POLL_S)
 
 
 def _overflow(record_bytes: int, log_handle) -> str | None:

@@ -1,0 +1,101 @@
+"""A fork of the child that does one piece of work in a process of its own (issue 35).
+
+The child has imported torch and ``executorch.exir`` (its first phase). The negative control and the extension
+modules' import into one process need a process of their own (the control's crash must end only it; a second
+registration aborts the process it happens in), not an interpreter of their own that imports torch and the runtime
+again: a fork of the child, made right after its imports and before it has done anything else (no export, no
+device initialised, no thread pool started), is that process for the price of the fork. What one fork does, a crash,
+an abort, a library left loaded, ends with it; the child goes on.
+
+A fork's output (fds 1 and 2) goes to its log; fd 0 is its own pipe (``send``), never the child's stdin, on which the
+parent's answers come; it ends with ``os._exit``, flushing nothing of the child's. ``Forked`` answers the calls a
+``subprocess.Popen`` answers where the child uses one (``poll``, ``kill``, ``wait``, ``communicate``, ``returncode``),
+so ``smoke.proc.end`` ends it as it ends a process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from smoke import proc
+
+
+class Forked:
+    """A fork made by ``fork``: its pid, the pipe to its fd 0, its log."""
+
+    def __init__(self, pid: int, pipe: int | None, log: Path) -> None:
+        self.pid, self._pipe, self.log = pid, pipe, log
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"fork {self.pid}", timeout or 0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send(self, text: str) -> None:
+        """Write ``text`` to the fork's fd 0 and close it (the fork reads to its end)."""
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._pipe, text.encode())
+            os.close(self._pipe)
+            self._pipe = None
+
+    def communicate(self, text: str = "", timeout: float | None = None) -> tuple[str, str]:
+        """As ``Popen.communicate``: ``text`` sent, the fork waited for; stdout is its log's tail, stderr too."""
+        self.send(text)
+        self.wait(timeout)
+        said = proc.file_tail(self.log)
+        return said, said
+
+
+def fork(work: Callable[[], int], log: Path, pipe: bool = False) -> Forked:
+    """Run ``work`` in a fork of this process, its output to ``log``; with ``pipe``, its fd 0 a pipe ``send`` writes to
+    (else /dev/null). The fork's exit code is what ``work`` returns, 1 where it raised (said in the log)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read, write = os.pipe() if pipe else (os.open(os.devnull, os.O_RDONLY), None)
+    pid = os.fork()
+    if pid == 0:  # the fork: never returns
+        code = 1
+        try:
+            if write is not None:
+                os.close(write)
+            os.dup2(read, 0)
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the fork's own fd 0, read by ``work``
+            code = work()
+        except BaseException as exc:  # noqa: BLE001 - said in the log, then the fork ends
+            with contextlib.suppress(OSError):
+                os.write(2, f"\n{type(exc).__name__}: {exc}\n".encode())
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(read)
+    return Forked(pid, write, log)
