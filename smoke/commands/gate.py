@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from smoke import options as opts
-from smoke import paths, report, stages
+from smoke import paths, proc, report, stages
 from smoke.checks import exported, installed, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
@@ -241,14 +241,20 @@ class FileWork:
         self.failure: BaseException | None = None
         self.seconds = 0.0
         self.taken: bool | None = None
+        self.cancelled = False  # the run ended without them (an error, an interrupt): stop after the check under way
         self.thread = threading.Thread(target=self._work, name="file checks", daemon=True)
         self.thread.start()
 
     def _work(self) -> None:
         start = time.monotonic()
+        with contextlib.suppress(OSError):  # this thread only (Linux): the child's imports and exports come first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                           min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
         try:
             self.libraries = shipped.read_libraries(self.wheel)
             for check in pipeline.for_row(self.row, stages.FILE):
+                if self.cancelled:
+                    break
                 result = self.ready.get(check.name) or stages.run_check(check, self.wheel, self.row, self.libraries)
                 self.results.append(result)
                 judged = self.run.waivers.apply(result) if self.run.waivers is not None else result
@@ -258,6 +264,11 @@ class FileWork:
             self.failure = exc
         finally:
             self.seconds = round(time.monotonic() - start, 3)
+
+    def stop(self) -> None:
+        """The thread ended with the run: nothing of the gate's runs after it."""
+        self.cancelled = True
+        self.thread.join()
 
     def take(self) -> bool:
         """Wait for the checks, print and record them; False where the run stops after them (fail-fast stopped them,
@@ -284,7 +295,8 @@ class FileWork:
 
 def files_checked(state: RowRun) -> bool:
     """The file checks started beside what comes next (``FileWork``); the environment is not built where the wheel's
-    torch requirement cannot be installed as declared (that check is run first, here)."""
+    torch requirement cannot be installed as declared (that check is run first, here), nor, with fail-fast, where a
+    file check failed (they are waited for here)."""
     run, row, wheel, options = state.run, state.row, state.wheel, state.options
     assert wheel is not None
     requirement = requirements.TORCH_REQUIREMENT
@@ -292,6 +304,9 @@ def files_checked(state: RowRun) -> bool:
     if requirement in pipeline.for_row(row, stages.FILE):
         ready[requirement.name] = stages.run_check(requirement, wheel, row, shipped.Libraries((), ()))
     state.files = FileWork(run, row, wheel, options, ready)
+    state.stack.callback(state.files.stop)
+    if options.fail_fast and not state.files.take():  # fail-fast: nothing is built for a wheel a file check failed
+        return False
     declared = ready.get(requirement.name)
     judged = run.waivers.apply(declared) if declared is not None and run.waivers is not None else declared
     if judged is not None and judged.status is Status.FAIL:

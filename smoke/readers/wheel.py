@@ -129,8 +129,7 @@ TEXT_CAPS = {"WHEEL": 64 << 10, "METADATA": 1 << 20, "RECORD": 16 << 20}
 
 def _dist_info(filename: str, files: tuple[str, ...]) -> str:
     """The one .dist-info folder at the top of the wheel, which must be executorch's."""
-    folders = sorted({PurePosixPath(n).parts[0] for n in files if PurePosixPath(n).parts
-                      and PurePosixPath(n).parts[0].endswith(".dist-info") and len(PurePosixPath(n).parts) > 1})
+    folders = sorted({parts[0] for n in files if len(parts := PurePosixPath(n).parts) > 1 and parts[0].endswith(".dist-info")})
     if not folders:
         raise InvalidWheel(f"wheel {filename!r} has no .dist-info folder (no WHEEL, METADATA or RECORD): it is not a "
                            "wheel pip would install; build it again (python -m build --wheel)")

@@ -294,13 +294,13 @@ def test_a_report_made_a_link_during_the_run_is_not_written_through(wheel_x86_64
     reports, target = tmp_path / "reports", tmp_path / "mine.json"
     reports.mkdir()
     target.write_text("mine")
-    real = gate_module.file_checks
+    real = gate_module.shipped.read_libraries
 
     def and_meanwhile(*args, **kwargs):
         (reports / "cpu_x86_64.json").symlink_to(target)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gate_module, "file_checks", and_meanwhile)
+    monkeypatch.setattr(gate_module.shipped, "read_libraries", and_meanwhile)
     code, out, err = _in_process(["cpu_x86_64", wheel_x86_64, "--fail-fast", "--env-dir", tmp_path / "env",
                                   "--report-dir", reports], capsys)
     assert code == 1 and out.splitlines()[-1].startswith("cpu_x86_64: FAILED: ")
