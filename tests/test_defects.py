@@ -280,6 +280,16 @@ def weights_baked_into_the_program(ctx):
     return negative_control(child_row(CPU_ROW.name), ctx.tmp / "model.pte", ctx.tmp)
 
 
+def weights_baked_into_the_program_in_the_childs_fork(ctx):
+    """The child's way (issue 35): the control's process a fork of one that imported torch and the exporter."""
+    from smoke.child.negative import fork_control, negative_control
+
+    import executorch.exir  # noqa: F401 - as the child has, when it forks
+    import torch  # noqa: F401
+    weights_baked_into_the_program(ctx)  # writes the program
+    return negative_control(child_row(CPU_ROW.name), ctx.tmp / "model.pte", ctx.tmp, fork_control(ctx.tmp))
+
+
 # --- the child process -------------------------------------------------------------------------
 
 def child_crashes(ctx):
@@ -329,6 +339,8 @@ DEFECTS = [
     pytest.param(another_models_weights, "run with data file (weighted)", "loading or running raised", marks=slow),
     pytest.param(weights_baked_into_the_program, "negative control (weighted, no data file)",
                  "the weights are not coming from the data file", marks=slow),
+    pytest.param(weights_baked_into_the_program_in_the_childs_fork, "negative control (weighted, no data file)",
+                 "the weights are not coming from the data file", marks=slow),
     (child_crashes, CHILD_PROCESS.name, "ended by SIGSEGV during 'load and run (weighted)'"),
     (child_hangs, CHILD_PROCESS.name, "killed after the 2 s time limit"),
     (child_prints_garbage, CHILD_PROCESS.name, "lines that are not check records"),
@@ -375,3 +387,8 @@ def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_pa
     assert _run_with(ctx, ctx.exported["weighted"] / CPU_ROW.backend.data_file).status is Status.PASS
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     assert negative_control(child_row(CPU_ROW.name), ctx.exported["weighted"] / "model.pte", tmp_path).status is Status.PASS
+    # the child's way: the control's process a fork of this one, which imported torch and the exporter (issue 35)
+    from smoke.child.negative import fork_control
+
+    forked = negative_control(child_row(CPU_ROW.name), ctx.exported["weighted"] / "model.pte", tmp_path, fork_control(tmp_path))
+    assert forked.status is Status.PASS and forked.measured["outcome"] in ("SIGSEGV", "SIGABRT", "error", "mismatch"), forked.line()

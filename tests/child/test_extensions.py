@@ -18,7 +18,7 @@ import pytest
 
 from smoke.child import extensions
 from smoke.environment import loaderenv
-from smoke.results import Status
+from smoke.results import CheckResult, Status
 from tests.helpers import REPO
 
 DATA_LOADER = "executorch/extension/pybindings/data_loader.cpython-311-x86_64-linux-gnu.so"
@@ -202,6 +202,52 @@ def test_two_modules_that_register_one_thing_each_import_alone_and_fail_together
     assert result.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
                              "(in name order) executorch.kernels_b registers again what was registered after "
                              "executorch.kernels_a: Re-registering aten::add.out")
+
+
+# The child's way (smoke.child.run): each module alone in a process of the imports' own, and all of them into one
+# process that is a fork of the child made after its imports (here: a process that imported nothing of the wheel's).
+FORKED = """
+import json, sys
+from pathlib import Path
+from smoke.child import extensions
+work = Path(sys.argv[1])
+together = extensions.fork_together(work)
+result = extensions.collect(extensions.start_extensions_process(work, alone_only=True), work, together)
+print(json.dumps(result.to_json()))
+"""
+
+
+@needs_cc
+def test_two_modules_that_register_one_thing_fail_together_in_the_childs_fork(real_files, tmp_path):
+    register = ('if (getenv("SMOKE_TEST_KERNEL")) { fputs("Re-registering aten::add.out\\n", stderr); abort(); } '
+                'setenv("SMOKE_TEST_KERNEL", "1", 1);')
+    twice = {f"executorch/{name}.cpython-311-x86_64-linux-gnu.so":
+             _module(tmp_path, name, register) for name in ("kernels_a", "kernels_b")}
+    python = _install(tmp_path / "venv", {**real_files, **twice})
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = subprocess.run([python, "-c", FORKED, work], env=loaderenv.for_environment(python, REPO).env, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    result = CheckResult.from_json(json.loads(ran.stdout.splitlines()[-1]))
+    assert result.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
+                             "(in name order, after torch and executorch.exir) executorch.kernels_b registers again what was "
+                             "registered after executorch.kernels_a: Re-registering aten::add.out")
+
+
+@needs_cc
+def test_the_real_module_and_another_import_together_in_the_childs_fork_and_say_so(real_files, tmp_path):
+    real_files["executorch/plain.cpython-311-x86_64-linux-gnu.so"] = _module(tmp_path, "plain", "")
+    python = _install(tmp_path / "venv", real_files)
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = subprocess.run([python, "-c", FORKED, work], env=loaderenv.for_environment(python, REPO).env, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    result = CheckResult.from_json(json.loads(ran.stdout.splitlines()[-1]))
+    assert result.status is Status.PASS, result.line()
+    assert result.reason.startswith("all 2 import, each in a process of its own with a clean loader environment, and "
+                                    "together into one process that had imported torch and executorch.exir (")
 
 
 @needs_cc

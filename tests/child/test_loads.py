@@ -18,7 +18,7 @@ import pytest
 
 from smoke.child import loads
 from smoke.environment import loaderenv
-from smoke.results import Status
+from smoke.results import CheckResult, Status
 from tests.helpers import REPO, THREADPOOL, patched
 
 DATA_LOADER = "executorch/extension/pybindings/data_loader.cpython-311-x86_64-linux-gnu.so"
@@ -62,25 +62,52 @@ def real_files(wheel_x86_64):
     return {**files, "torch/__init__.py": FAKE_TORCH, "torch/lib/libexecutorch.so": files[LIBRARY]}
 
 
-def _loads(python: Path, out: Path) -> dict[str, object]:
+# The child's way (smoke.child.run): the loads before torch in a fork made before anything imports torch, those
+# after it in a fork made right after `import torch`, both collected and judged together (smoke.child.loads.collect).
+FORKED = """
+import json, sys
+from pathlib import Path
+from smoke.child import loads
+work = Path(sys.argv[1])
+forked = {"before": loads.fork_part(work, "before")}
+import torch
+forked["after"] = loads.fork_part(work, "after")
+assert None not in forked.values(), "torch is in site-packages: the loads are forks"
+print(json.dumps([result.to_json() for result in loads.collect(None, work, forked)]))
+"""
+
+
+@pytest.fixture(params=["process", "forks"])
+def how(request) -> str:
+    """Each defect is caught both ways: the loads' process of their own (torch in another environment, or the
+    serial variant) and the child's forks (issue 35)."""
+    return request.param
+
+
+def _loads(python: Path, out: Path, how: str = "process") -> dict[str, object]:
     env = loaderenv.for_environment(python, REPO).env
+    if how == "forks":
+        ran = subprocess.run([python, "-c", FORKED, out.parent], env=env, cwd=REPO, timeout=300, capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        said = [CheckResult.from_json(record) for record in json.loads(ran.stdout.splitlines()[-1])]
+        return {result.name: result for result in said}
     ran = subprocess.run([python, "-m", "smoke.child.loads", out], env=env, cwd=REPO, timeout=300, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return {result.name: result for result in loads.judge(json.loads(out.read_text()))}
 
 
-def test_the_real_libraries_load_in_both_orders_and_register_once(real_files, tmp_path):
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+def test_the_real_libraries_load_in_both_orders_and_register_once(real_files, tmp_path, how):
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert [r.status for r in results.values()] == [Status.PASS] * 3, [r.line() for r in results.values()]
     assert results["libraries load"].reason == "all 4 load with every symbol bound (RTLD_NOW), each in a process of its own after import torch"
     assert results["libraries load"].measured["libraries"] == sorted([DATA_LOADER, LIBRARY, THREADPOOL, QUANTIZED])
 
 
-def test_a_library_with_an_undefined_symbol_fails_in_both_orders_naming_it(real_files, tmp_path, patchelf):
+def test_a_library_with_an_undefined_symbol_fails_in_both_orders_naming_it(real_files, tmp_path, patchelf, how):
     # executorch#7086: a library shipped without a library it takes symbols from. Its load is lazy by
     # default (no call yet, no error); with every symbol bound now (RTLD_NOW), the loader names the symbol.
     real_files[THREADPOOL] = patched(real_files[THREADPOOL], tmp_path, patchelf, "--remove-needed", "libexecutorch.so")
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     line = results["libraries load"].line()
     assert line.startswith("FAIL libraries load: 1 of 4 do not load with every symbol bound (RTLD_NOW), each in a process "
                            f"of its own after import torch: {THREADPOOL}: ")
@@ -90,10 +117,10 @@ def test_a_library_with_an_undefined_symbol_fails_in_both_orders_naming_it(real_
     assert results["registered once"].status is Status.PASS  # one broken library registers nothing
 
 
-def test_a_library_that_finds_its_need_only_after_import_torch_fails_before_torch_alone(real_files, tmp_path, patchelf):
+def test_a_library_that_finds_its_need_only_after_import_torch_fails_before_torch_alone(real_files, tmp_path, patchelf, how):
     # executorch#3049: its RUNPATH to the folder of its need removed, it loads only where torch loaded that need first.
     real_files[DATA_LOADER] = patched(real_files[DATA_LOADER], tmp_path, patchelf, "--remove-rpath")
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert results["libraries load"].status is Status.PASS  # the order the child has always used hides it
     line = results["libraries load before torch"].line()
     assert line == (f"FAIL libraries load before torch: 1 of 4 do not load (RTLD_NOW) in a process that has not imported "
@@ -102,10 +129,10 @@ def test_a_library_that_finds_its_need_only_after_import_torch_fails_before_torc
     assert results["libraries load before torch"].measured["only_after_torch"] == [DATA_LOADER]
 
 
-def test_a_kernel_library_shipped_twice_aborts_on_the_second_registration_and_both_are_named(real_files, tmp_path):
+def test_a_kernel_library_shipped_twice_aborts_on_the_second_registration_and_both_are_named(real_files, tmp_path, how):
     # executorch#21642: quantized kernels in two libraries; the runtime aborts on the second registration.
     real_files[QUANTIZED_COPY] = real_files[QUANTIZED]
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert results["libraries load"].status is Status.PASS and results["libraries load before torch"].status is Status.PASS
     line = results["registered once"].line()
     assert line.startswith(f"FAIL registered once: loading the 5 libraries into one process (after import torch, in path order): "
@@ -114,13 +141,13 @@ def test_a_kernel_library_shipped_twice_aborts_on_the_second_registration_and_bo
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that aborts as it loads")
-def test_a_library_whose_initializer_aborts_is_named_with_the_signal_and_the_others_still_judged(real_files, tmp_path):
+def test_a_library_whose_initializer_aborts_is_named_with_the_signal_and_the_others_still_judged(real_files, tmp_path, how):
     source = tmp_path / "aborts.c"
     source.write_text('#include <stdio.h>\n#include <stdlib.h>\n'
                       '__attribute__((constructor)) static void f(void) { fprintf(stderr, "static init failed\\n"); abort(); }\n')
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libaborts.so"), str(source)], check=True)
     real_files["executorch/lib/libaborts.so"] = (tmp_path / "libaborts.so").read_bytes()
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert results["libraries load"].line() == (
         "FAIL libraries load: 1 of 5 do not load with every symbol bound (RTLD_NOW), each in a process of its own after "
         "import torch: executorch/lib/libaborts.so: the process was ended by SIGABRT while loading it (crashed or aborted): "
@@ -208,12 +235,12 @@ def _library(tmp_path: Path, name: str, body: str) -> bytes:
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that ends the process")
-def test_a_library_whose_initializer_exits_0_fails_and_does_not_hide_a_second_registration(real_files, tmp_path):
+def test_a_library_whose_initializer_exits_0_fails_and_does_not_hide_a_second_registration(real_files, tmp_path, how):
     # Its initializer calls _exit(0): before, each of its loads "loaded" (the process exited 0), and, loaded first
     # into the one process, it ended that process before the kernels shipped twice were loaded (registered once PASSed).
     real_files["executorch/lib/libaaa_exits.so"] = _library(tmp_path, "libaaa_exits", 'fputs("bye\\n", stderr); _exit(0);')
     real_files[QUANTIZED_COPY] = real_files[QUANTIZED]
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     for name in ("libraries load", "libraries load before torch"):
         assert results[name].status is Status.FAIL
         assert ("executorch/lib/libaaa_exits.so: the process ended (exit 0) while loading it, before the load returned: "
@@ -224,11 +251,11 @@ def test_a_library_whose_initializer_exits_0_fails_and_does_not_hide_a_second_re
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that ends the process")
-def test_a_library_that_ends_the_one_process_with_exit_1_fails_registered_once(real_files, tmp_path):
+def test_a_library_that_ends_the_one_process_with_exit_1_fails_registered_once(real_files, tmp_path, how):
     # Alone it loads; loaded after the quantized kernels (as in the one process, in path order) it exits 1.
     real_files["executorch/lib/libzzz_exits.so"] = _library(
         tmp_path, "libzzz_exits", 'if (dlopen("libexecutorch_kernels_quantized.so", RTLD_NOW | RTLD_NOLOAD)) _exit(1);')
-    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json")
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert results["libraries load"].status is Status.PASS, results["libraries load"].line()
     assert results["registered once"].line() == (
         "FAIL registered once: loading the 5 libraries into one process (after import torch, in path order): "
