@@ -9,6 +9,7 @@ that mean the gate could not run are caught here, once, and printed as one
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -35,7 +36,8 @@ _COMMAND_LINES = (("inspect WHEEL [--row ROW]", "the file checks alone, nothing 
                   ("summary REPORTS_DIR [--json FILE]", "the matrix verdict over the rows' JSON reports"),
                   ("compare OLD.whl NEW.whl", "what changed from a release that worked"),
                   ("benchmark WHEEL", "time the gate's phases over several runs"),
-                  ("artifacts PATH...", "what the gate reads from .pte and .ptd files"))
+                  ("artifacts PATH...", "what the gate reads from .pte and .ptd files"),
+                  ("smoke-test [--dist DIR] [--row ROW]", "a test-infra build job's wheel, as its smoke-test-script"))
 
 
 def _commands(prog: str) -> str:
@@ -193,8 +195,37 @@ def benchmark_main(argv: list[str], prog: str | None = None) -> int:
     return _at_the_edge(work)
 
 
+def smoke_test_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog or "python -m smoke smoke-test", allow_abbrev=False,
+                description="Gate the wheel a pytorch/test-infra build job has just built, as that job's smoke-test-script, "
+                "so that a FAIL blocks its upload: the row from the job's CU_VERSION and ARCH, the wheel from "
+                "$REPOSITORY/dist, torch's package index from CHANNEL and CU_VERSION. Exit codes are the row's: 0 passed, "
+                "1 failed, 2 could not run.",
+                epilog="Every other option goes to the row (executorch-wheel-gate cpu_x86_64 --help lists them), e.g. "
+                "--report-dir DIR; --torch-index URL replaces the index read from the job. docs/adopting.md shows the call.")
+    p.add_argument("--dist", type=options.path, metavar="DIR",
+                   help="the folder holding the one wheel to gate (default: $REPOSITORY/dist, where the build job leaves it)")
+    p.add_argument("--row", choices=sorted(ROWS), help="the row (default: the build's, from CU_VERSION and ARCH on this host)")
+    return p
+
+
+def smoke_test_main(argv: list[str], prog: str | None = None) -> int:
+    def work() -> int:
+        from smoke.commands import smoke_test  # inside the edge, as every command's modules
+        from smoke.readers.systems import host
+
+        args, rest = smoke_test_parser(prog).parse_known_args(argv)
+        job = smoke_test.build_job(os.environ, paths.invoked_from(), args.dist)
+        system = host()
+        row, words, said = smoke_test.row_run(job, args.row, system.name if system else None, rest)
+        console.say(said)
+        return main(words, row=row)
+
+    return _at_the_edge(work)
+
+
 COMMANDS = {"inspect": inspect_main, "summary": summary_main, "compare": compare_main, "artifacts": artifacts_main,
-            "benchmark": benchmark_main}
+            "benchmark": benchmark_main, "smoke-test": smoke_test_main}
 
 
 def main(argv: list[str], row: str | None = None, prog: str | None = None) -> int:

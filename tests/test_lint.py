@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.helpers import REPO
 
-CHECKED = ("smoke", "tests", "noxfile.py", ".ci/device_mutants.py", ".ci/device_code_on_torch.py")
+CHECKED = ("smoke", "tests", "noxfile.py", ".ci/device_mutants.py", ".ci/device_code_on_torch.py", ".ci/release-shape", ".ci/gate_matrix.py")
 
 
 def test_ruff_finds_nothing():

@@ -67,7 +67,7 @@ def test_a_wheel_labelled_with_another_train_is_refused(shaped, tmp_path):
     wheel, _ = shaped
     proc = subprocess.run([sys.executable, str(SCRIPT), str(wheel.path), str(tmp_path), "--patchelf", patchelf_path(), "--label", "cu126"],
                           capture_output=True, text=True)
-    assert proc.returncode == 1 and proc.stderr.strip() == (
+    assert proc.returncode == 2 and proc.stderr.strip() == (
         f"ERROR: {wheel.filename} is labelled +cu130, not +cu126; pass --label cu130, or the raw build")
 
 
