@@ -173,6 +173,8 @@ def main(argv: list[str], prog: str = "nox -s benchmark --") -> int:
     parser.add_argument("--env-dir", type=opts.path, help="default: .gate/bench/ROW")
     parser.add_argument("--no-cold", action="store_true", help="skip the run that builds the environment")
     parser.add_argument("--output", type=opts.path, help="append the Markdown to this file")
+    parser.add_argument("--variants", choices=("all", "default"), default="all",
+                        help="default: only the gate's default (the floor and the whole run side by side, fewer runs)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="start no round of warm runs that would end past this many seconds from the start "
                              "(judged by the longest round so far); the table then shows the rounds that ran")
@@ -188,6 +190,8 @@ def main(argv: list[str], prog: str = "nox -s benchmark --") -> int:
     kinds = [("overlap (default)", True, None), ("overlap, exports at once", True, "yes"), ("serial (--no-overlap)", False, None)]
     if (os.cpu_count() or 1) < 4:  # two exports at once on fewer cores: not worth a variant
         kinds.pop(1)
+    if args.variants == "default":
+        kinds = kinds[:1]
     variants: dict[str, list[dict]] = {name: [] for name, _, _ in kinds}
     longest, stopped, alone = 0.0, "", []
     for i in range(args.runs):

@@ -168,7 +168,10 @@ class Installer:
     def base(self, *, wheelhouse: Path | None, torch_index: str | None) -> list[str]:
         if self.backend == "uv":
             assert self.uv is not None and self.sources is not None, "the uv backend is made with uv and pip's sources"
-            cmd = [self.uv, "pip", "install", "--quiet", "--python", str(self.python),
+            # --compile-bytecode: as pip does by default; without it, the first run's imports compile torch's and the
+            # runtime's modules, in every process that imports them at once, and the cold run is longer than its
+            # build by that (issue 35: the cold run's extra over a warm one is the build alone).
+            cmd = [self.uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(self.python),
                    "--index-strategy", "unsafe-best-match", *self.sources.uv_flags()]
         else:
             cmd = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
