@@ -35,6 +35,7 @@ LOG_BYTES = 256 * MIB  # an output past this ends the child
 BAD_KEPT = 1  # the bad lines quoted (the rest are counted)
 TOKEN_BYTES = 16  # the run's token, given to the child on its stdin
 POLL_S = 0.02  # between reads of the record: the child waits this long at most for an answer to its question
+PROGRESS_S = 15.0  # a phase of the child's running longer says so this often (``_progress``)
 
 
 @dataclass
@@ -50,6 +51,8 @@ class ChildOutcome:
     bad_count: int = 0  # lines that are not records (``bad_lines`` quotes the first)
     overflow: str | None = None  # what the child wrote past a cap (it was ended)
     token: str = ""  # this run's: given to the child on its stdin; its end record must carry it
+    phase_since: float | None = None  # when ``last_phase`` began (the parent's clock), for the progress lines
+    progress_said: int = 0  # progress lines printed for it
 
     def bad(self, text: str) -> None:
         self.bad_count += 1
@@ -86,9 +89,10 @@ def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResul
     elif kind == "phase":
         if record.get("event") == "start":
             outcome.last_phase = record.get("name")
+            outcome.phase_since, outcome.progress_said = time.monotonic(), 0
             say(f"  ... {record.get('name')}")
         else:
-            outcome.last_phase = None
+            outcome.last_phase = outcome.phase_since = None
             say(f"  ... {record.get('name')}: {record.get('seconds')} s")
             on_phase(str(record.get("name")), record.get("seconds"))
     elif kind == "facts":
@@ -228,11 +232,23 @@ def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on
             return
         if done:
             return
+        _progress(outcome)
         if time.monotonic() > deadline:
             outcome.timed_out = True
             proc.end_group(child, grace=0)
             return
         time.sleep(POLL_S)
+
+
+def _progress(outcome: ChildOutcome) -> None:
+    """A line every ``PROGRESS_S`` seconds while one of the child's phases runs long (a first export through AOTInductor,
+    the import of torch with its CUDA libraries): the run is alive, and where it is."""
+    if outcome.last_phase is None or outcome.phase_since is None:
+        return
+    running = time.monotonic() - outcome.phase_since
+    if running >= PROGRESS_S * (outcome.progress_said + 1):
+        outcome.progress_said += 1
+        say(f"  ... {outcome.last_phase}: still running ({running:.0f} s)")
 
 
 def _overflow(record_bytes: int, log_handle) -> str | None:

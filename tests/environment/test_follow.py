@@ -304,3 +304,17 @@ def _started_with_the_token(python: Path, *flags: str) -> str:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_long_phase_says_it_is_still_running(tmp_path, monkeypatch, capsys):
+    # A first export through AOTInductor or the import of torch with its CUDA libraries runs for tens of seconds with
+    # nothing to print: the parent says the phase is alive, every PROGRESS_S (lowered here), and once it ends, stops.
+    monkeypatch.setattr(follow, "PROGRESS_S", 0.3)
+    done = json.dumps({"kind": "phase", "name": "load and run (weighted)", "event": "end", "seconds": 1.0})
+    outcome, verdict, _ = fake_child(tmp_path, f"w({PHASE!r}); time.sleep(1.0); w({done!r}); time.sleep(0.7); w(END)")
+    assert verdict is None
+    said = capsys.readouterr().out.splitlines()
+    running = [line for line in said if "still running" in line]
+    assert 2 <= len(running) <= 4, said  # 0.3, 0.6, 0.9 s into the 1 s phase; none after its end
+    assert all(line.startswith("  ... load and run (weighted): still running (") for line in running)
+    assert said.index(running[-1]) < said.index("  ... load and run (weighted): 1.0 s")
