@@ -19,6 +19,14 @@ def test_the_quick_start_uses_a_virtual_environment():
         assert command.startswith("python3 -m venv .venv && .venv/bin/python -m pip install ")
 
 
+def test_every_other_command_names_the_quick_starts_interpreter():
+    """After the quick start, python3 is the system's, which has neither nox nor the gate: each command a user is
+    shown runs .venv's interpreter by its path, and works as typed."""
+    for block in sh_blocks()[2:]:
+        for line in block.splitlines():
+            assert not line.startswith(("python3 -m nox", "python3 -m smoke", "python -m nox", "python -m smoke")), line
+
+
 def test_the_quick_starts_requirements_are_the_gate_itself_with_pyprojects_one_list():
     """pyproject.toml's [project] dependencies are the one list of the gate's requirements: requirements-gate.txt, which
     the quick start installs, installs the checkout with them and lists none of its own."""

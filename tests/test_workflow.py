@@ -326,3 +326,21 @@ def test_the_gate_step_passes_the_rows_torch_index(tmp_path, index, words):
     proc = subprocess.run(["bash", "-eo", "pipefail", "-c", GATE], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == words
+
+
+def test_the_readmes_and_adopting_pages_calls_are_linted_clean_with_the_workflows_own_inputs(actionlint, tmp_path):
+    """The call a maintainer copies from the README (and docs/adopting.md) is one the workflow takes: made local,
+    actionlint checks each of its inputs against the called workflow's."""
+    import re
+
+    for page in ("README.md", "docs/adopting.md"):
+        blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", (REPO / page).read_text(), flags=re.S)]
+        calls = [block["gate"] for block in blocks if isinstance(block, dict) and "gate" in block]
+        assert calls, f"{page} shows no call of the workflow"
+        for call in calls:
+            assert call["uses"].endswith("/.github/workflows/release-gate.yml@" + call["with"]["gate-ref"])
+            folder = tmp_path / page.replace("/", "-")
+            folder.mkdir()
+            path = caller(folder, "./.github/workflows/release-gate.yml", call["with"])
+            proc = lint(actionlint, path, cwd=folder)
+            assert proc.returncode == 0, page + ": " + proc.stdout + proc.stderr

@@ -65,9 +65,9 @@ _QUICK_START = "python3 -m venv .venv && .venv/bin/python -m pip install -r requ
 _EXPECTED = {
     _QUICK_START: (0, ["cpu_x86_64: PASSED: 30 passed, 0 failed, 0 skipped", "policy: torch is user-supplied (torch = 'user-supplied', --policy '",
                        "/docs/examples/torch-user-supplied.toml')", "installing with uv ("]),
-    "python3 -m nox -s inspect --": (1, ["inspect-cpu_x86_64: FAILED", "not judged: cuda_x86_64, the wheel is a CPU build",
+    ".venv/bin/python -m nox -s inspect --": (1, ["inspect-cpu_x86_64: FAILED", "not judged: cuda_x86_64, the wheel is a CPU build",
                                          "FAIL libraries resolve: ", "FAIL imports declared: "]),
-    "python3 -m nox -s cpu_x86_64 --": (1, ["... reusing the environment in ", "reports: ", "summary (cpu release, ", "/reports): FAILED",
+    ".venv/bin/python -m nox -s cpu_x86_64 --": (1, ["... reusing the environment in ", "reports: ", "summary (cpu release, ", "/reports): FAILED",
                                             "FAIL cpu_aarch64: no report (the cpu release needs this row)"]),
 }
 # Not run here, and why: the test command is what runs this test; the emulated aarch64 interpreter needs
@@ -90,7 +90,7 @@ def test_every_readme_command_works_in_order_in_a_fresh_clone(tmp_path):
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, clone / name)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env["PATH"] = f"{clone / '.venv' / 'bin'}:{env['PATH']}"  # after the quick start, python3 is .venv's (README)
+    env["PATH"] = f"{clone / '.venv' / 'bin'}:{env['PATH']}"  # as an activated .venv (the commands name it themselves)
     ran = []
     for block in sh_blocks():
         key = next((k for k in (*_EXPECTED, *_NOT_RUN) if block.startswith(k)), None)
