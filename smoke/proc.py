@@ -127,7 +127,7 @@ def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = N
     process = subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
                                stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group,
                                preexec_fn=_dies_with_the_gate() if own_group else None)
-    if background:
+    if background and hasattr(os, "setpriority"):  # POSIX
         with contextlib.suppress(OSError):  # before it has started anything: an interpreter takes longer than this to start
             os.setpriority(os.PRIO_PROCESS, process.pid, min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19))
     process.gate_tree = token  # type: ignore[attr-defined]

@@ -282,10 +282,10 @@ def weights_baked_into_the_program(ctx):
 
 def weights_baked_into_the_program_in_the_childs_fork(ctx):
     """The child's way (issue 35): the control's process a fork of one that imported torch and the exporter."""
-    from smoke.child.negative import fork_control, negative_control
-
     import executorch.exir  # noqa: F401 - as the child has, when it forks
     import torch  # noqa: F401
+
+    from smoke.child.negative import fork_control, negative_control
     weights_baked_into_the_program(ctx)  # writes the program
     return negative_control(child_row(CPU_ROW.name), ctx.tmp / "model.pte", ctx.tmp, fork_control(ctx.tmp))
 

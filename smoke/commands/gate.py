@@ -17,6 +17,7 @@ import errno
 import itertools
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -247,9 +248,10 @@ class FileWork:
 
     def _work(self) -> None:
         start = time.monotonic()
-        with contextlib.suppress(OSError):  # this thread only (Linux): the child's imports and exports come first
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
-                           min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
+        if sys.platform.startswith("linux"):  # a thread's id is a task's there: this thread only, not the parent
+            with contextlib.suppress(OSError):  # the child's imports and exports come first
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                               min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
         try:
             self.libraries = shipped.read_libraries(self.wheel)
             for check in pipeline.for_row(self.row, stages.FILE):
