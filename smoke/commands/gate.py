@@ -79,18 +79,22 @@ def _places(path: Path) -> tuple[Path, Path]:
 def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
     """Every path the run will write, refused now, before any work, with one line naming the option:
     the report folder and its two reports, the step summary, the environment and work folders (a path
-    the file system cannot hold; a file where a folder must be; folders inside one another, which
-    emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
+    the file system cannot hold; a file where a folder must be; a folder another gate run holds; folders inside one
+    another, which emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
     if options.report_dir is not None:
         report.check_writable(options.report_dir, [Run(row.name).stem])
     report.check_step_summary()
     folders = [("--env-dir", env_dir), ("--workdir", options.workdir), ("--report-dir", options.report_dir)]
     folders = [(option, path) for option, path in folders if path is not None]
-    emptied = ("--env-dir", "--workdir")  # the folders the gate empties; the report folder only gets its two files
+    # The folders the gate empties, as its lines name them; the report folder only gets its two files.
+    emptied = {"--env-dir": "environment folder", "--workdir": "work folder"}
     for option, path in folders:
         if option in emptied:
             report.check_length(path, option, f"pass a shorter {option}")
             owned.check_place(path, option)
+            # Another run's folder, refused before anything is printed; only probed: the lock is still taken where the
+            # folder is used (the build, the work folder's claim), which refuses a run that took it in between.
+            owned.check_free(path, emptied[option], option)
     folders = [(option, Path(os.path.realpath(path))) for option, path in folders]  # a link is where it leads
     for (first, a), (second, b) in itertools.combinations(folders, 2):
         if _inside(a, b) or _inside(b, a):
