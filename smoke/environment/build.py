@@ -33,6 +33,7 @@ from smoke.readers.wheel import Interpreter, Wheel
 
 STAMP = "gate-stamp.json"
 TORCH_PTH = "gate-torch-from.pth"
+TORCH_SOURCE = "gate-torch-source.txt"  # where the build found torch, said again when the environment is reused
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,9 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
     if options.reuse_env and stamp_file.is_file() and python.exists():
         if _stamped(stamp_file) == stamp:
             say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
-            return Env(location, python, torch_source(options, python, backend), reused=True)
+            said = location / TORCH_SOURCE  # none in an environment an earlier gate built: found again
+            source = said.read_text(encoding="utf-8").strip() if said.is_file() else torch_source(options, python, backend)
+            return Env(location, python, source, reused=True)
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
     elif not owned.unused and not stamp_file.exists():
         say(f"environment {location} holds an unfinished build (an earlier run was stopped or failed while building): "
@@ -297,6 +300,7 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         say(f"--no-deps: installed {len(todo)} missing requirements one by one"
             + (f"; not installed (not in the wheelhouse): {', '.join(left_out)}" if left_out else ""))
     source = torch_source(options, python, backend, sources)
+    (location / TORCH_SOURCE).write_text(markup.redact(source) + "\n", encoding="utf-8")  # an index's token never written
     partial = stamp_file.with_suffix(".partial")
     partial.write_text(json.dumps(stamp, indent=2))
     os.replace(partial, stamp_file)

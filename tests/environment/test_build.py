@@ -178,6 +178,8 @@ def test_torch_from_a_local_wheel_folder_is_said_so(tmp_path, monkeypatch):
     _only_pip_settings(monkeypatch, find_links=str(links), no_index="1")
     line = f"torch from a local wheel folder ({links}), pinned by c.txt"
     assert _torch_line(tmp_path) == line
+    assert _torch_line(tmp_path, reuse_env=True) == line  # as the build found it
+    (tmp_path / "env" / environment.TORCH_SOURCE).unlink()  # an environment an earlier gate built: found again
     assert _torch_line(tmp_path, reuse_env=True) == line
 
 
