@@ -175,22 +175,26 @@ HOLD = textwrap.dedent("""
 """)
 
 
-def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with_its_holder(wheel_x86_64, tmp_path):
-    env_dir = tmp_path / "env"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(env_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize(("option", "what"), [("--env-dir", "environment folder"), ("--workdir", "work folder")])
+def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with_its_holder(wheel_x86_64, tmp_path, option,
+                                                                                           what):
+    folder = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         start = time.monotonic()
-        proc = gate("cpu_x86_64", wheel_x86_64, "--env-dir", env_dir)
-        one_error_line(proc, f"environment folder {str(env_dir)!r} is in use by another gate run (pid {holder.pid})")
-        assert time.monotonic() - start < 30  # the file checks, then the refusal: nothing waited or built
-        assert [p.name for p in env_dir.iterdir()] == [".executorch-wheel-gate"]
+        proc = gate("cpu_x86_64", wheel_x86_64, option, folder)
+        one_error_line(proc, f"{what} {str(folder)!r} is in use by another gate run (pid {holder.pid}): wait for it to "
+                             f"end, or pass another folder to {option}")
+        assert proc.stdout == ""  # refused first, before the wheel's line or any check (issue 36)
+        assert time.monotonic() - start < 5  # nothing read, waited for or built
+        assert [p.name for p in folder.iterdir()] == [".executorch-wheel-gate"]
     finally:
         holder.kill()
         holder.wait()
     from smoke.environment import folders as owned
 
-    owned.claim(env_dir, "environment folder", "--env-dir").release()  # killed holder: no stale lock
+    owned.claim(folder, what, option).release()  # killed holder: no stale lock
 
 
 # --- interrupts: every process the gate started ends --------------------------------------------

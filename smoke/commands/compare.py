@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from smoke import markup, paths, report, stages
 from smoke import options as opts
@@ -159,11 +159,16 @@ def run_row(row: Row, which: str, wheel: wheels.Wheel, env_dir: Path, work: Path
            "--reuse-env", "--report-dir", str(reports), "--workdir", str(work / f"{which}-work"), *passed]
     say(f"running {row.name} on {which.upper()} {wheel.filename} (log: {log})")
     start = time.monotonic()
-    with open(log, "wb") as out:
+    with open(log, "wb") as out, open(log, "rb") as written:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.HOME,
                                    env={**os.environ, paths.INVOKED_FROM: str(paths.invoked_from())})
+        pending = bytearray()
         try:
-            code = process.wait()
+            code = None
+            while code is None:  # the row's phases said as its log gets them (a row takes a minute: issue 36)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = process.wait(timeout=0.5)
+                _relay_phases(written, pending, which)
         except BaseException:
             # Interrupted (Ctrl-C, SIGTERM): the row ends what it started on SIGTERM (its child, the child's helpers),
             # which a SIGKILL would leave running; waited for, then killed only if it does not end.
@@ -186,6 +191,21 @@ def run_row(row: Row, which: str, wheel: wheels.Wheel, env_dir: Path, work: Path
     except (OSError, ValueError) as exc:
         raise CompareError(f"the {row.name} row on {which.upper()} wrote no readable report {str(path)!r} ({exc}); "
                            f"its log: {log}") from None
+
+
+PHASE = "  ... "  # how a row prints a phase as it starts and ends (smoke.console.phase)
+
+
+def _relay_phases(log: BinaryIO, pending: bytearray, which: str) -> None:
+    """The phase lines the row's log got since the last call, said as ``  OLD ... export (weighted)``; a line not yet
+    ended is kept in ``pending`` for the next call."""
+    pending += log.read()
+    *ended, rest = pending.split(b"\n")
+    pending[:] = rest
+    for raw in ended:
+        text = raw.decode(errors="replace").rstrip()
+        if text.startswith(PHASE):
+            say(f"  {which.upper()}{text[1:]}")
 
 
 def _checks(run: dict[str, Any]) -> list[dict[str, Any]]:

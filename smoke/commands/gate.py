@@ -26,6 +26,7 @@ from typing import Iterator
 
 from smoke import options as opts
 from smoke import paths, proc, report, stages
+from smoke.backends import cuda_checks
 from smoke.checks import exported, installed, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
@@ -79,18 +80,22 @@ def _places(path: Path) -> tuple[Path, Path]:
 def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
     """Every path the run will write, refused now, before any work, with one line naming the option:
     the report folder and its two reports, the step summary, the environment and work folders (a path
-    the file system cannot hold; a file where a folder must be; folders inside one another, which
-    emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
+    the file system cannot hold; a file where a folder must be; a folder another gate run holds; folders inside one
+    another, which emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
     if options.report_dir is not None:
         report.check_writable(options.report_dir, [Run(row.name).stem])
     report.check_step_summary()
     folders = [("--env-dir", env_dir), ("--workdir", options.workdir), ("--report-dir", options.report_dir)]
     folders = [(option, path) for option, path in folders if path is not None]
-    emptied = ("--env-dir", "--workdir")  # the folders the gate empties; the report folder only gets its two files
+    # The folders the gate empties, as its lines name them; the report folder only gets its two files.
+    emptied = {"--env-dir": "environment folder", "--workdir": "work folder"}
     for option, path in folders:
         if option in emptied:
             report.check_length(path, option, f"pass a shorter {option}")
             owned.check_place(path, option)
+            # Another run's folder, refused before anything is printed; only probed: the lock is still taken where the
+            # folder is used (the build, the work folder's claim), which refuses a run that took it in between.
+            owned.check_free(path, emptied[option], option)
     folders = [(option, Path(os.path.realpath(path))) for option, path in folders]  # a link is where it leads
     for (first, a), (second, b) in itertools.combinations(folders, 2):
         if _inside(a, b) or _inside(b, a):
@@ -296,22 +301,34 @@ class FileWork:
 
 
 def files_checked(state: RowRun) -> bool:
-    """The file checks started beside what comes next (``FileWork``); the environment is not built where the wheel's
-    torch requirement cannot be installed as declared (that check is run first, here), nor, with fail-fast, where a
-    file check failed (they are waited for here)."""
+    """The file checks started beside what comes next (``FileWork``); the environment is not built where the wheel is
+    a CPU build on a CUDA row, or where its torch requirement cannot be installed as declared (those two checks are
+    run first, here), nor, with fail-fast, where a file check failed (they are waited for here)."""
     run, row, wheel, options = state.run, state.row, state.wheel, state.options
     assert wheel is not None
-    requirement = requirements.TORCH_REQUIREMENT
+    requirement, build = requirements.TORCH_REQUIREMENT, cuda_checks.CUDA_BUILD
     ready = {}
-    if requirement in pipeline.for_row(row, stages.FILE):
-        ready[requirement.name] = stages.run_check(requirement, wheel, row, shipped.Libraries((), ()))
+    for first in (build, requirement):  # read from the wheel's metadata alone, in no time
+        if first in pipeline.for_row(row, stages.FILE):
+            ready[first.name] = stages.run_check(first, wheel, row, shipped.Libraries((), ()))
     state.files = FileWork(run, row, wheel, options, ready)
     state.stack.callback(state.files.stop)
     if options.fail_fast and not state.files.take():  # fail-fast: nothing is built for a wheel a file check failed
         return False
-    declared = ready.get(requirement.name)
-    judged = run.waivers.apply(declared) if declared is not None and run.waivers is not None else declared
-    if judged is not None and judged.status is Status.FAIL:
+
+    def failing(check: stages.Check) -> bool:
+        result = ready.get(check.name)
+        judged = run.waivers.apply(result) if result is not None and run.waivers is not None else result
+        return judged is not None and judged.status is Status.FAIL
+
+    if failing(build):  # a CPU build on a CUDA row: its CUDA checks cannot pass, and its own row is another
+        if not state.files.take():
+            return False
+        say(f"the environment is not built: the wheel is a CPU build, which the {row.name} row cannot run; its row is "
+            f"cpu_{row.machine} (see {build.name})")
+        skip_installed_half(state, f"not run: the wheel is a CPU build (see {build.name})")
+        return False
+    if failing(requirement):
         if not state.files.take():
             return False
         if options.constraints is None:

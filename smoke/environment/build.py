@@ -33,6 +33,7 @@ from smoke.readers.wheel import Interpreter, Wheel
 
 STAMP = "gate-stamp.json"
 TORCH_PTH = "gate-torch-from.pth"
+TORCH_SOURCE = "gate-torch-source.txt"  # where the build found torch, said again when the environment is reused
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,23 @@ def torch_site_packages(venv: Path) -> Path:
     )
 
 
-def torch_source(options: EnvOptions) -> str:
+def torch_source(options: EnvOptions, python: Path, backend: str, sources: installer.Sources | None = None) -> str:
+    """Where the environment's torch came from: the source whose wheel it is (``installer.installed_from``), among
+    those the install was given (pip's configured ones read here for pip, where ``sources`` is None)."""
     if options.torch_from is not None:
         return f"existing environment {options.torch_from} (.pth)"
-    where = f"wheelhouse {options.wheelhouse}" if options.wheelhouse else (
-        f"package index and {options.torch_index}" if options.torch_index else "package index")
-    return f"{where}, pinned by {options.constraints.name}"
+    try:
+        sources = sources if sources is not None else _pip_sources(backend, python)
+    except EnvironmentBuildError:
+        return f"a source pip chose (pip's configuration could not be read), pinned by {options.constraints.name}"
+    given = installer.places(sources, options.wheelhouse, options.torch_index)
+    sites = sorted(options.env_dir.glob("lib/python3*/site-packages")) + sorted(options.env_dir.glob("Lib/site-packages"))
+    return f"{installer.installed_from(sites, 'torch', given)}, pinned by {options.constraints.name}"
+
+
+def _pip_sources(backend: str, python: Path) -> installer.Sources:
+    """pip's configured sources: the gate's own pip's for uv (which is given them), the environment's pip's for pip."""
+    return installer.pip_sources(sys.executable if backend == "uv" else python, env_without_pythonpath())
 
 
 def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
@@ -244,10 +256,11 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
     stamp = _stamp(wheel, interpreter, options)
     stamp_file = location / STAMP
     python = location / _venv_python()
-    source = torch_source(options)
     if options.reuse_env and stamp_file.is_file() and python.exists():
         if _stamped(stamp_file) == stamp:
             say(f"reusing environment {location} (same wheel sha256 {wheel.sha256[:12]}, same options)")
+            said = location / TORCH_SOURCE  # none in an environment an earlier gate built: found again
+            source = said.read_text(encoding="utf-8").strip() if said.is_file() else torch_source(options, python, backend)
             return Env(location, python, source, reused=True)
         say(f"environment {location} was built for another wheel or other options: rebuilding it")
     elif not owned.unused and not stamp_file.exists():
@@ -262,7 +275,7 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
         say(f"torch: taken from {target} through {TORCH_PTH}")
     sources = None
     if backend == "uv":
-        sources = installer.pip_sources(sys.executable, env_without_pythonpath())
+        sources = _pip_sources(backend, python)
         say(f"installing with uv ({uv}) from pip's sources: {sources.describe()}")
     tool = installer.Installer(backend, python, uv, sources)
     pip = tool.base(wheelhouse=options.wheelhouse, torch_index=options.torch_index)
@@ -286,6 +299,8 @@ def _build(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Cal
                 "installing the CUDA runtime into the environment itself")
         say(f"--no-deps: installed {len(todo)} missing requirements one by one"
             + (f"; not installed (not in the wheelhouse): {', '.join(left_out)}" if left_out else ""))
+    source = torch_source(options, python, backend, sources)
+    (location / TORCH_SOURCE).write_text(markup.redact(source) + "\n", encoding="utf-8")  # an index's token never written
     partial = stamp_file.with_suffix(".partial")
     partial.write_text(json.dumps(stamp, indent=2))
     os.replace(partial, stamp_file)

@@ -103,6 +103,30 @@ def _lock(handle: IO[str]) -> None:
         raise BlockingIOError(str(exc)) from exc
 
 
+def _in_use(what: str, path: Path, holder: str, option: str) -> FolderRefused:
+    return FolderRefused(f"{what} {str(path)!r} is in use by another gate run ({holder}): wait for it to end, "
+                         f"or pass another folder to {option}")
+
+
+def check_free(path: Path, what: str, option: str) -> None:
+    """Before any work: refuse a folder another gate run holds (its mark locked), naming the holder, as ``claim``
+    would later. Nothing is held after: the lock is tried and let go of at once, and ``claim`` still takes it when the
+    run comes to the folder (a run that takes it in between is refused there, as before)."""
+    try:
+        handle = open(Path(path) / MARK, "r+", encoding="utf-8")  # no mark (or none readable): no run holds it
+    except OSError:
+        return
+    with handle:
+        try:
+            _lock(handle)
+        except BlockingIOError:
+            try:
+                holder = handle.read().strip() or "another process"
+            except OSError:  # Windows: the locked byte cannot be read
+                holder = "another process"
+            raise _in_use(what, path, holder, option) from None
+
+
 def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = ()) -> Owned:
     """Take ``path`` for this run: make it (marked) if new or empty, accept it if marked, else refuse.
 
@@ -135,8 +159,7 @@ def claim(path: Path, what: str, option: str, earlier_marks: tuple[str, ...] = (
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise FolderRefused(f"{what} {str(path)!r} is in use by another gate run ({holder}): wait for it to end, "
-                            f"or pass another folder to {option}") from None
+        raise _in_use(what, path, holder, option) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}\n")

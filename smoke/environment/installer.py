@@ -15,13 +15,23 @@ uv``, which ``requirements-gate.txt`` does), else ``uv`` on ``PATH``.
 from __future__ import annotations
 
 import ast
+import csv
+import html.parser
+import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+from urllib.request import url2pathname
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from smoke import proc
 from smoke.errors import EnvironmentBuildError
@@ -194,3 +204,123 @@ def venv_command(backend: str, uv: str | None, interpreter: str, location: Path)
         # No --seed: nothing in the environment runs pip, and seeding would reach for an index (offline runners have none).
         return [uv, "venv", "--quiet", "--allow-existing", "-p", interpreter, str(location)]
     return [sys.executable, "-m", "virtualenv", "--quiet", "-p", interpreter, str(location)]
+
+
+# --- where an installed distribution came from ------------------------------------------------------------------------
+# Neither pip nor uv records where a package asked for by name came from (direct_url.json, PEP 610, is written only for
+# a URL or a path asked for itself), and uv takes the best version from any source (unsafe-best-match). So the installed
+# files are matched against the wheels each local source holds: the wheel of the same name and version whose RECORD
+# hashes every file as installed is where they came from. A remote index is not read; where no local wheel matches,
+# the remote sources the install was given are named.
+
+PYPI = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True)
+class Place:
+    """A source the install was given, as a line names it; ``folder`` is where a local one's files are."""
+
+    said: str
+    folder: Path | None = None
+    index: bool = False  # a simple index (a page per project, PEP 503), else a flat folder of wheels (find-links)
+
+
+def _local_path(location: str) -> Path | None:
+    """The folder or file a find-links entry, an index URL or a link names, where it is on this machine."""
+    parts = urlsplit(location)
+    if parts.scheme == "file":
+        return Path(url2pathname(parts.path))
+    return None if parts.scheme in ("http", "https") else Path(location)  # a path (C: parses as a scheme)
+
+
+def places(sources: Sources, wheelhouse: Path | None, torch_index: str | None) -> list[Place]:
+    """The sources of an install made with ``Installer.base(wheelhouse=..., torch_index=...)`` and pip's ``sources``."""
+    found: list[Place] = []
+    if wheelhouse is not None:
+        found.append(Place(f"the wheelhouse {wheelhouse}", wheelhouse))
+    for link in sources.find_links:
+        folder = _local_path(link)
+        found.append(Place(f"a local wheel folder ({folder})", folder) if folder is not None and folder.is_dir()
+                     else Place(f"the find-links page {link}"))
+    if wheelhouse is None and not sources.no_index:  # --no-index: no index is read
+        for url in (sources.index_url or PYPI, *sources.extra_index_urls, *([torch_index] if torch_index else [])):
+            folder = _local_path(url)
+            found.append(Place(f"the package index {url}", folder, index=True) if folder is not None and folder.is_dir()
+                         else Place(f"the package index {'PyPI' if url == PYPI else url}"))
+    return found
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.hrefs += [value for name, value in attrs if tag == "a" and name == "href" and value]
+
+
+def _wheels(place: Place, project: str) -> Iterator[Path]:
+    """The wheel files a local source offers for ``project``: a folder's own, or those its index page links to."""
+    assert place.folder is not None
+    if not place.index:
+        yield from sorted(place.folder.glob("*.whl"))
+        return
+    page_folder = place.folder / project
+    page = page_folder / "index.html"
+    links = _Links()
+    if page.is_file():
+        links.feed(page.read_text(errors="replace"))
+    for href in links.hrefs:
+        target = href.split("#", 1)[0]
+        if urlsplit(target).scheme == "file":
+            yield Path(url2pathname(urlsplit(target).path))
+        elif not urlsplit(target).scheme:
+            yield page_folder / unquote(target)
+    yield from sorted(page_folder.glob("*.whl"))
+
+
+def _hashed(record: str) -> set[tuple[str, str]]:
+    """A RECORD's (path, hash) rows for the files a wheel puts in site-packages as they are (not its metadata,
+    which the installer adds to, nor its .data, which the installer moves)."""
+    return {(row[0], row[1]) for row in csv.reader(record.splitlines())
+            if len(row) >= 2 and row[1] and not row[0].split("/", 1)[0].endswith((".dist-info", ".data"))}
+
+
+def _wheel_record(wheel: Path) -> str:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [name for name in archive.namelist() if name.count("/") == 1 and name.endswith(".dist-info/RECORD")]
+            return archive.read(names[0]).decode("utf-8", errors="replace") if len(names) == 1 else ""
+    except (OSError, zipfile.BadZipFile):
+        return ""
+
+
+def installed_from(sites: Sequence[Path], project: str, given: Sequence[Place]) -> str:
+    """Where the ``project`` installed in the site-packages ``sites`` came from, as a line says it."""
+    name = canonicalize_name(project)
+    dist = next((d for d in importlib.metadata.distributions(path=[str(site) for site in sites])
+                 if canonicalize_name(d.metadata["Name"] or "") == name), None)
+    if dist is None:
+        return f"nowhere: no {project} is installed in {', '.join(map(str, sites)) or 'the environment'}"
+    direct = json.loads(dist.read_text("direct_url.json") or "{}").get("url")
+    if direct:  # asked for by its path or URL (PEP 610)
+        return f"the local file {url2pathname(urlsplit(direct).path)}" if urlsplit(direct).scheme == "file" else direct
+    installed = _hashed(dist.read_text("RECORD") or "")
+    for place in given:
+        if place.folder is None:
+            continue
+        for wheel in _wheels(place, name):
+            try:
+                wheel_name, version = parse_wheel_filename(wheel.name)[:2]
+                same = wheel_name == name and version == Version(dist.version)
+            except (InvalidWheelFilename, InvalidVersion):
+                continue
+            files = _hashed(_wheel_record(wheel)) if same and wheel.is_file() else set()
+            if files and files <= installed:
+                return place.said
+    remote = [place.said for place in given if place.folder is None]
+    if len(remote) == 1:
+        return remote[0]
+    if remote:
+        return f"one of: {'; '.join(remote)}"
+    return f"none of its sources holds a wheel with its files ({'; '.join(place.said for place in given)})"

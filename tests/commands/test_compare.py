@@ -374,6 +374,50 @@ def test_a_new_whose_child_crashed_is_a_regression_naming_it(declared_x86_64, cr
                                                                       "export (weighted)", "negative control (weighted, no data file)"}
 
 
+# A row run standing in for `python -m smoke ROW WHEEL`: it says its phases as a row does, and after the first waits for
+# compare to have said it (a file compare's line makes), so that a compare saying the phases only at the row's end fails.
+STUB_ROW = """
+import json, os, sys, time
+from pathlib import Path
+reports, seen = Path(sys.argv[1]), Path(sys.argv[2])
+print("  ... import torch and executorch", flush=True)
+print("PASS torch agrees: torch 2.14.1", flush=True)
+deadline = time.monotonic() + 10
+while not seen.exists():
+    if time.monotonic() > deadline:
+        print("ERROR compare said nothing while the row ran", flush=True)
+        sys.exit(2)
+    time.sleep(0.05)
+print("  ... import torch and executorch: 0.4 s", flush=True)
+reports.mkdir(parents=True)
+(reports / "cpu_x86_64.json").write_text(json.dumps({"checks": []}))
+print("cpu_x86_64: PASSED: 1 passed, 0 failed, 0 skipped in 0.5 s", flush=True)
+"""
+
+
+def test_each_rows_phases_are_said_while_it_runs(tmp_path, monkeypatch, capsys):
+    """A row takes about a minute per wheel: compare says when each starts, its phases as they come (not its checks),
+    and its verdict line with the seconds it took."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from smoke.rows import ROWS
+
+    real_popen, real_say, seen = subprocess.Popen, compare.say, tmp_path / "seen"
+    monkeypatch.setattr(compare.subprocess, "Popen", lambda cmd, **kw: real_popen(
+        [sys.executable, "-c", STUB_ROW, cmd[cmd.index("--report-dir") + 1], str(seen)], **kw))
+    monkeypatch.setattr(compare, "say", lambda text: (real_say(text), "import torch" in text and seen.touch()))
+    wheel = SimpleNamespace(path=tmp_path / "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+                            filename="executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert compare.run_row(ROWS["cpu_x86_64"], "old", wheel, tmp_path / "envs", tmp_path, []) == {"checks": []}
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == f"running cpu_x86_64 on OLD executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl (log: {tmp_path / 'old.log'})"
+    assert said[1:3] == ["  OLD ... import torch and executorch", "  OLD ... import torch and executorch: 0.4 s"]
+    assert said[3].startswith("  OLD: cpu_x86_64: PASSED: 1 passed, 0 failed, 0 skipped in 0.5 s (") and said[3].endswith(" s)")
+    assert len(said) == 4  # the row's check lines stay in its log
+
+
 def test_the_markdown_escapes_what_came_from_a_wheel():
     data = {"row": "cpu_x86_64", "regressions": ["check regressed: x | y"],
             "old": {"file": "a|b.whl"}, "new": {"file": "<c>.whl"},

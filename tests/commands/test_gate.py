@@ -85,6 +85,26 @@ def test_cpu_build_on_cuda_row_with_fail_fast_ends_before_any_environment(wheel_
     assert seconds < 20
 
 
+def test_cpu_build_on_cuda_row_stops_after_its_file_checks(wheel_x86_64, tmp_path):
+    """Without --fail-fast too: a CPU build cannot pass a CUDA row's installed half, so no environment is built for it
+    (75 s before): its file checks, one line naming its row, and the installed half skipped saying why."""
+    start = time.monotonic()
+    proc = smoke("cuda_x86_64", wheel_x86_64, "--env-dir", tmp_path / "env")
+    seconds = time.monotonic() - start
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the wheel failed the gate
+    assert "FAIL CUDA build: 'executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl' is a CPU build" in proc.stdout
+    assert "PASS wheel RECORD: " in proc.stdout  # every file check ran
+    assert line(proc, "the environment is not built: ") == (
+        "the environment is not built: the wheel is a CPU build, which the cuda_x86_64 row cannot run; its row is "
+        "cpu_x86_64 (see CUDA build)")
+    installed_half = lines(proc, "SKIP ")[1:]  # after the file checks' own skip of device code
+    assert installed_half[0] == "SKIP torch agrees: not run: the wheel is a CPU build (see CUDA build)"
+    assert len(installed_half) >= 15 and all(skip.endswith(": not run: the wheel is a CPU build (see CUDA build)")
+                                             for skip in installed_half), installed_half
+    assert not (tmp_path / "env").exists() and "building the environment" not in proc.stdout
+    assert seconds < 10
+
+
 @pytest.mark.network
 def test_the_macos_row_on_a_linux_host_runs_its_file_checks_and_says_why_the_rest_skipped(macos_declared, tmp_path):
     proc = smoke("cpu_macos_arm64", macos_declared, "--env-dir", tmp_path / "env", "--report-dir", tmp_path / "reports")

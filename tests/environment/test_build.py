@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,86 @@ def test_the_stamp_holds_no_index_token(wheel_x86_64, tmp_path):
 
     assert stamp("SECRET123")["torch_index"] == "https://user:****@example.com/simple"
     assert "SECRET123" not in json.dumps(stamp("SECRET123")) and stamp("SECRET123") == stamp("OTHER")
+
+
+# --- where torch came from, as the row's "torch from ..." line says it -------------------------------------------------
+
+
+def _tiny_wheel(folder: Path, name: str, version: str, body: str = "") -> Path:
+    """A pure-Python wheel of one module (its RECORD hashing it), standing in for torch or executorch."""
+    import base64
+    import hashlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": body.encode(),
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    digest = {path: base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode() for path, data in files.items()}
+    record = "".join(f"{path},sha256={digest[path]},{len(data)}\n" for path, data in files.items()) + f"{info}/RECORD,,\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in {**files, f"{info}/RECORD": record.encode()}.items():
+            archive.writestr(member, data)
+    return path
+
+
+def _only_pip_settings(monkeypatch, **settings: str) -> None:
+    """pip's configuration is these PIP_* variables alone (no pip.conf, none of the machine's variables)."""
+    import os
+
+    for name in [name for name in os.environ if name.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip then reads no configuration file
+    for name, value in settings.items():
+        monkeypatch.setenv(f"PIP_{name.upper()}", value)
+
+
+def _torch_line(tmp_path: Path, reuse_env: bool = False) -> str:
+    pytest.importorskip("uv")
+    (tmp_path / "c.txt").write_text("torch==0.1\n")
+    options = environment.EnvOptions(env_dir=tmp_path / "env", constraints=tmp_path / "c.txt",
+                                     **{**opts.for_environment(opts.Options()), "venv_backend": "uv", "reuse_env": reuse_env})
+    wheel = read_wheel(_tiny_wheel(tmp_path / "in", "executorch", "1.5.1"))
+    with environment.built(wheel, probe_interpreter(None), options, lambda line: None) as env:
+        return f"torch from {env.torch_source}"  # the line the row prints (smoke.commands.gate.environment_built)
+
+
+def test_torch_from_a_local_wheel_folder_is_said_so(tmp_path, monkeypatch):
+    """A torch found in pip's configured find-links folder is said to come from that folder, not from an index;
+    and again when the environment is reused."""
+    links = tmp_path / "links"
+    _tiny_wheel(links, "torch", "0.1")
+    _only_pip_settings(monkeypatch, find_links=str(links), no_index="1")
+    line = f"torch from a local wheel folder ({links}), pinned by c.txt"
+    assert _torch_line(tmp_path) == line
+    assert _torch_line(tmp_path, reuse_env=True) == line  # as the build found it
+    (tmp_path / "env" / environment.TORCH_SOURCE).unlink()  # an environment an earlier gate built: found again
+    assert _torch_line(tmp_path, reuse_env=True) == line
+
+
+def test_torch_from_a_package_index_is_said_so(tmp_path, monkeypatch):
+    """The paired torch found in pip's index (a file:// simple index, so that no network is needed) beside an older
+    one in a find-links folder: the index is named."""
+    _tiny_wheel(tmp_path / "links", "torch", "0.0.9")
+    _tiny_wheel(tmp_path / "files", "torch", "0.1")
+    (tmp_path / "simple" / "torch").mkdir(parents=True)
+    (tmp_path / "simple" / "torch" / "index.html").write_text(
+        '<html><body><a href="../../files/torch-0.1-py3-none-any.whl">torch-0.1-py3-none-any.whl</a></body></html>')
+    index = (tmp_path / "simple").as_uri()
+    _only_pip_settings(monkeypatch, find_links=str(tmp_path / "links"), index_url=index)
+    assert _torch_line(tmp_path) == f"torch from the package index {index}, pinned by c.txt"
+
+
+def test_a_wheel_of_the_same_name_and_version_is_not_taken_for_the_installed_one(tmp_path):
+    """Another build of torch 0.1 in a local folder is not where the installed torch came from: its files differ; the
+    one remote source given is named instead."""
+    site = tmp_path / "site"
+    installed = _tiny_wheel(tmp_path / "built", "torch", "0.1", body="# the installed build\n")
+    with zipfile.ZipFile(installed) as archive:
+        archive.extractall(site)
+    _tiny_wheel(tmp_path / "links", "torch", "0.1", body="# another build\n")
+    given = installer.places(installer.Sources(find_links=(str(tmp_path / "links"),)), None, None)
+    assert installer.installed_from([site], "torch", given) == "the package index PyPI"
+    given = installer.places(installer.Sources(find_links=(str(tmp_path / "built"),)), None, None)
+    assert installer.installed_from([site], "torch", given) == f"a local wheel folder ({tmp_path / 'built'})"

@@ -20,6 +20,22 @@ def test_a_marked_folder_is_the_gates_own(tmp_path):
     again.release()
 
 
+def test_a_free_folder_is_only_probed_before_the_run(tmp_path):
+    """check_free (a run's first step) makes nothing and holds nothing: the run's own claim takes the folder after it;
+    a folder claimed by another holder is refused, naming it (a second open of the mark conflicts as another run's)."""
+    from smoke.environment import folders as owned
+
+    folder = tmp_path / "env"
+    owned.check_free(folder, "environment folder", "--env-dir")
+    assert not folder.exists()
+    held = owned.claim(folder, "environment folder", "--env-dir")
+    with pytest.raises(owned.FolderRefused, match=r"is in use by another gate run \(pid \d+\): wait for it to end"):
+        owned.check_free(folder, "environment folder", "--env-dir")
+    held.release()
+    owned.check_free(folder, "environment folder", "--env-dir")
+    owned.claim(folder, "environment folder", "--env-dir").release()  # the probe let go of the lock
+
+
 def test_a_held_folder_is_kept_unless_discarded_or_made_and_left_unused(tmp_path):
     """owned.held: what the run lets go of at its end, however it ends."""
     from smoke.environment import folders as owned
