@@ -355,9 +355,18 @@ def environment_built(state: RowRun) -> bool:
     doing = ("reusing the environment in {}" if environment.will_reuse(wheel, interpreter, env_options)
              else "building the environment in {}").format(env_options.env_dir)
     backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
-    with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
-            machine("building the environment", state.env_dir, "--env-dir"):
-        state.env = env = state.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
+    try:
+        with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
+                machine("building the environment", state.env_dir, "--env-dir"):
+            state.env = env = state.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
+    except GateError as exc:
+        # Built beside the file checks (FileWork): a wheel they found damaged or unreadable fails the installer too, in
+        # its own many words; the file checks' one line names the cause and the fix.
+        if state.files is not None:
+            state.files.thread.join()
+            if isinstance(state.files.failure, GateError):
+                raise state.files.failure from exc
+        raise
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
     state.code = state.stack.enter_context(loaderenv.gate_code())
