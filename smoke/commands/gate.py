@@ -17,7 +17,6 @@ import errno
 import itertools
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -36,7 +35,7 @@ from smoke.environment.follow import StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.readers import pairing, settings
 from smoke.readers import wheel as wheels
-from smoke.readers.systems import SYSTEMS, host, host_words
+from smoke.readers.systems import LINUX, SYSTEMS, host, host_words
 from smoke.report import Run
 from smoke.results import CheckResult, Status, all_passed, failed, skipped, summary_line
 from smoke.rows import Row, check_host, check_machine, child_data
@@ -248,17 +247,21 @@ class FileWork:
         self.seconds = 0.0
         self.taken: bool | None = None
         self.cancelled = False  # the run ended without them (an error, an interrupt): stop after the check under way
+        self.read = threading.Event()  # the wheel's libraries read (or the reading failed): ``readable`` can answer
         self.thread = threading.Thread(target=self._work, name="file checks", daemon=True)
         self.thread.start()
 
     def _work(self) -> None:
         start = time.monotonic()
-        if sys.platform.startswith("linux"):  # a thread's id is a task's there: this thread only, not the parent
+        if (here := host()) is not None and here.name == LINUX:  # a thread's id is a task's there: this thread only
             with contextlib.suppress(OSError):  # the child's imports and exports come first
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
                                min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
         try:
-            self.libraries = shipped.read_libraries(self.wheel)
+            try:
+                self.libraries = shipped.read_libraries(self.wheel)
+            finally:
+                self.read.set()
             for check in pipeline.for_row(self.row, stages.FILE):
                 if self.cancelled:
                     break
@@ -271,6 +274,17 @@ class FileWork:
             self.failure = exc
         finally:
             self.seconds = round(time.monotonic() - start, 3)
+
+    def readable(self) -> bool:
+        """Wait for the wheel's libraries to be read (the first of the file checks' work); whether each could be. A
+        wheel whose libraries cannot be read (``architecture`` FAILs, naming each) is never installed: a build waits
+        for this. An error of the reading (a damaged archive) is raised here, at the edge."""
+        self.read.wait()
+        if self.libraries is None:
+            self.thread.join()
+            if self.failure is not None:
+                raise self.failure
+        return self.libraries is not None and not (self.libraries.unreadable or self.libraries.not_elf)
 
     def stop(self) -> None:
         """The thread ended with the run: nothing of the gate's runs after it."""
@@ -294,7 +308,7 @@ class FileWork:
         self.run.phases.append({"name": self.NAME, "seconds": self.seconds})
         say(f"  ... {self.NAME}: {self.seconds:.1f} s")
         if go_on and self.libraries is not None and (self.libraries.unreadable or self.libraries.not_elf):
-            say("the child is not run: the wheel ships libraries the gate cannot read (see architecture)")
+            say("the environment is not used: the wheel ships libraries the gate cannot read (see architecture)")
             go_on = False
         self.taken = go_on
         return go_on
@@ -355,6 +369,11 @@ def environment_built(state: RowRun) -> bool:
     doing = ("reusing the environment in {}" if environment.will_reuse(wheel, interpreter, env_options)
              else "building the environment in {}").format(env_options.env_dir)
     backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
+    files = state.files
+    if files is not None and not doing.startswith("reusing") and not files.readable():
+        files.take()
+        say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
+        return False
     try:
         with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
                 machine("building the environment", state.env_dir, "--env-dir"):

@@ -44,7 +44,7 @@ _ARCH_TYPES: dict[str, tuple[str, str | None]] = {  # gpu_arch_type -> (the row'
 }
 # validation_runner() (lines 162-183): the runner names the system (a Linux one does not start so), and an arm64
 # machine where the type does not (windows-11-arm64-preview: WIN_ARM64_RUNNER, line 130).
-_RUNNER_SYSTEMS = (("macos", MACOS), ("windows", WINDOWS))
+_RUNNER_SYSTEMS = (MACOS, WINDOWS)  # each runner's name starts with its system's (macos-14, windows-2022)
 # Each system's machine where the entry says none (a Linux build's architecture input defaults to x86_64,
 # build_wheels_linux.yml lines 62-66; macOS builds are arm64, Windows ones amd64 unless windows-arm64).
 _DEFAULT_MACHINE = {LINUX: "x86_64", MACOS: "arm64", WINDOWS: "amd64"}
@@ -81,7 +81,7 @@ def row_for_build(entry: Mapping[str, str], system: str | None = None) -> str:
         raise WrongPlatform(f"{_build_words(entry)} names no kind of build: give its gpu_arch_type (cpu, cpu-aarch64, cuda, "
                             "cuda-aarch64) or desired_cuda (cpu, cu130, ...), or pass --row ROW")
     runner = (entry.get("validation_runner") or "").lower()
-    system = system or next((name for prefix, name in _RUNNER_SYSTEMS if runner.startswith(prefix)), LINUX)
+    system = system or next((name for name in _RUNNER_SYSTEMS if runner.startswith(name)), LINUX)
     architecture = entry.get("architecture") or ""
     if said_machine and architecture and normal_machine(architecture) != normal_machine(said_machine):
         raise WrongPlatform(f"{_build_words(entry)} says {said_machine} in its gpu_arch_type and {architecture} in its "
