@@ -51,8 +51,7 @@ def say(text: str) -> None:
 
 def emit(run: Run, result: CheckResult) -> CheckResult:
     """A result, waived where the policy waives it (``Run.waivers``), recorded and printed."""
-    if run.waivers is not None:
-        result = run.waivers.apply(result)
+    result = run.waived(result)
     run.results.append(result)
     say(result.line())
     if result.status is Status.FAIL or (run.strict and result.status is Status.WARN):  # what fails the run

@@ -52,6 +52,10 @@ class Run:
     def verdict(self) -> str:
         return "pass" if all_passed(self.results, self.strict) else "fail"
 
+    def waived(self, result: CheckResult) -> CheckResult:
+        """``result`` as the policy judges it (``waivers``): waived where a waiver covers it, else as it is."""
+        return self.waivers.apply(result) if self.waivers is not None else result
+
     @property
     def stem(self) -> str:
         return self.row if self.mode == "row" else f"{self.mode}-{self.row}"

@@ -329,20 +329,17 @@ def start_extensions_process(workdir: Path, alone_only: bool = False) -> subproc
 def collect(started: subprocess.Popen | None, workdir: Path,
             forked: tuple[list[str], forks.Forked] | None = None) -> CheckResult:
     """Wait for the imports' process (started now if it was not) and judge what it wrote; ``forked``: the imports into
-    one process made by the child's fork (``fork_together``), judged with them (the process then imported each alone only)."""
+    one process made by the child's fork (``fork_together``), judged with them (the process then imported each alone only;
+    the child, which made the fork, ends it whether or not it is waited for here)."""
     name = EXTENSIONS.name
     process = started or start_extensions_process(workdir, alone_only=forked is not None)
     process.wait()
     try:
         verdict = json.loads((workdir / "extensions.json").read_text())
     except (OSError, ValueError):
-        if forked is not None:
-            proc.end(forked[1])
         return failed(name, f"the imports' process exited {process.returncode} without its verdict: "
                             f"{proc.file_tail(workdir / 'extensions.log')}")
     if "error" in verdict:
-        if forked is not None:
-            proc.end(forked[1])
         return failed(name, verdict["error"])
     both = verdict.get("together")
     imported = [o["module"] for o in verdict["outcomes"] if o["error"] is None]

@@ -311,15 +311,19 @@ def start_loads_process(workdir: Path, parts: tuple[str, ...] = PARTS) -> subpro
         return proc.start(cmd, stdout=log, stderr=subprocess.STDOUT, background=True)
 
 
-def fork_part(workdir: Path, part: str) -> forks.Forked | None:
+def forkable() -> bool:
+    """Whether the loads can be forks of the child (``fork_part``): not where torch lies in another environment
+    (``torch_outside``), for the loader reads the stand-in LD_LIBRARY_PATH only as a process starts, so a process of
+    their own does the loads (``start_loads_process``)."""
+    return torch_outside() is None
+
+
+def fork_part(workdir: Path, part: str) -> forks.Forked:
     """One part of the loads (``PARTS``) in a fork of the child, at its background priority: ``before``, forked before
     the child imports anything of torch's; ``after``, right after its ``import torch`` and before anything of the
     wheel's. A process that has imported torch and nothing else of the wheel's is what ``libraries load`` needs, and
     one that has not imported torch what ``libraries load before torch`` needs: a fork of the child is that process
-    without an interpreter that imports torch again. None where torch lies in another environment (``torch_outside``):
-    the loader reads the stand-in LD_LIBRARY_PATH only as a process starts, so a process of their own does the loads."""
-    if torch_outside() is not None:
-        return None
+    without an interpreter that imports torch again. Only where ``forkable``."""
 
     def work() -> int:
         os.nice(proc.BACKGROUND_NICE)

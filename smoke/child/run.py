@@ -18,6 +18,7 @@ import contextlib
 import platform
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from smoke import options, proc
@@ -26,8 +27,10 @@ from smoke.child.ask import ask
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
 from smoke.child.extensions import fork_together, start_extensions_process
+from smoke.child.forks import Forked
 from smoke.child.loads import collect as collect_loads
 from smoke.child.loads import fork_part, start_loads_process
+from smoke.child.loads import forkable as loads_forkable
 from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
 from smoke.child.negative import fork_control, negative_control
 from smoke.child.portable import PHASE as PORTABLE_PHASE
@@ -39,18 +42,35 @@ from smoke.results import Status, skipped
 from smoke.stages import EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, load_phase
 
 
+@dataclass
+class Forks:
+    """The forks of this process (``smoke.child.forks``), each ended with the child's work."""
+    negative: Forked | None = None  # the negative control's process (smoke.child.negative.fork_control)
+    together: tuple[list[str], Forked] | None = None  # the extension modules into one process (extensions.fork_together)
+    loads: dict[str, Forked] | None = None  # the loads' parts, "before" and "after" torch (smoke.child.loads.fork_part)
+
+    def processes(self) -> list[Forked | None]:
+        return [self.negative, self.together[1] if self.together else None, *(self.loads or {}).values()]
+
+
 def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
     row = ChildRow.read(row_file)
     helper = start_export_process(row_file, workdir) if exports.parallel(parallel_exports, overlap) else None
     # Beside the exports, collected last: each extension module imported alone, a fresh interpreter each (their import
     # into one process is a fork of this one, below), and every shared library loaded (smoke.child.loads).
     imports = start_extensions_process(workdir, alone_only=True) if overlap else None
-    forked: dict = {}  # the forks of this process (smoke.child.forks): "negative", "together", the loads' "before", "after"
+    forked = Forks()
     loads = None
-    if overlap and (before := fork_part(workdir, "before")) is not None:  # nothing of torch's imported yet
-        forked["loads"] = {"before": before}
-    elif overlap:  # torch in another environment: the loads in a process of their own (smoke.child.loads.fork_part)
+    if overlap and loads_forkable():  # nothing of torch's imported yet: the loads before torch
+        forked.loads = {"before": fork_part(workdir, "before")}
+    elif overlap:  # torch in another environment: the loads in a process of their own
         loads = start_loads_process(workdir)
+
+    def collect_last() -> None:
+        rec.check(collect_imports(imports, workdir, forked.together))
+        for result in collect_loads(loads, workdir, forked.loads):
+            rec.check(result)
+
     try:
         try:
             _gate(row, workdir, rec, forked, overlap, helper)
@@ -60,39 +80,31 @@ def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, par
             # The child's own checks broke off (the runtime does not import, say): the imports'
             # verdict, naming the module and the loader's message, is recorded all the same.
             with contextlib.suppress(FailFast):
-                rec.check(collect_imports(imports, workdir, forked.get("together")))
-                for result in collect_loads(loads, workdir, forked.get("loads")):
-                    rec.check(result)
+                collect_last()
             raise
-        rec.check(collect_imports(imports, workdir, forked.get("together")))
-        for result in collect_loads(loads, workdir, forked.get("loads")):
-            rec.check(result)
+        collect_last()
     finally:
-        together = forked.get("together")
-        for process in (forked.get("negative"), together[1] if together else None, *forked.get("loads", {}).values(),
-                        helper, imports, loads):
+        for process in (*forked.processes(), helper, imports, loads):
             proc.end(process)
 
 
-def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: dict, overlap: bool = True,
+def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: bool = True,
           helper: subprocess.Popen | None = None) -> None:
     with rec.phase(IMPORT_PHASE):
         from importlib.metadata import version
 
         import torch
 
-        if "loads" in forked:  # torch imported, nothing of the wheel's yet: the loads after torch (smoke.child.loads)
-            after = fork_part(workdir, "after")
-            if after is not None:
-                forked["loads"]["after"] = after
+        if forked.loads is not None:  # torch imported, nothing of the wheel's yet: the loads after torch (smoke.child.loads)
+            forked.loads["after"] = fork_part(workdir, "after")
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
 
     if overlap:
         # Forks of this process, now that torch and the runtime's exporter are imported and nothing else has run (no
         # export, no device initialised): the negative control's process, and the extension modules' import into one
         # process, each a process of its own without importing torch again (smoke.child.forks).
-        forked["negative"] = fork_control(workdir)
-        forked["together"] = fork_together(workdir)
+        forked.negative = fork_control(workdir)
+        forked.together = fork_together(workdir)
 
     facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
              "python": platform.python_version(), "machine": platform.machine()}
@@ -134,7 +146,7 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: dict, overlap: bo
     data = {label: judged.get("data_file", {}).get(label) == Status.PASS.value for label in built}
 
     backends = registered_backends()
-    negative = forked.get("negative")
+    negative = forked.negative
     control = bool(exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends)
     if control and negative is not None:
         negative.send(f"{folders['weighted'] / 'model.pte'}\n")  # it loads while this process runs the programs

@@ -267,8 +267,7 @@ class FileWork:
                     break
                 result = self.ready.get(check.name) or stages.run_check(check, self.wheel, self.row, self.libraries)
                 self.results.append(result)
-                judged = self.run.waivers.apply(result) if self.run.waivers is not None else result
-                if not judged and self.options.fail_fast:
+                if not self.run.waived(result) and self.options.fail_fast:
                     break
         except BaseException as exc:  # noqa: BLE001 - raised again in the parent's thread (take)
             self.failure = exc
@@ -332,8 +331,7 @@ def files_checked(state: RowRun) -> bool:
 
     def failing(check: stages.Check) -> bool:
         result = ready.get(check.name)
-        judged = run.waivers.apply(result) if result is not None and run.waivers is not None else result
-        return judged is not None and judged.status is Status.FAIL
+        return result is not None and run.waived(result).status is Status.FAIL
 
     if failing(build):  # a CPU build on a CUDA row: its CUDA checks cannot pass, and its own row is another
         if not state.files.take():
@@ -366,11 +364,11 @@ def environment_built(state: RowRun) -> bool:
     run, options, wheel, interpreter = state.run, state.options, state.wheel, state.interpreter
     assert wheel is not None and interpreter is not None and state.constraints is not None
     env_options = environment.EnvOptions(env_dir=state.env_dir, constraints=state.constraints, **opts.for_environment(options))
-    doing = ("reusing the environment in {}" if environment.will_reuse(wheel, interpreter, env_options)
-             else "building the environment in {}").format(env_options.env_dir)
+    reuse = environment.will_reuse(wheel, interpreter, env_options)
+    doing = ("reusing the environment in {}" if reuse else "building the environment in {}").format(env_options.env_dir)
     backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
     files = state.files
-    if files is not None and not doing.startswith("reusing") and not files.readable():
+    if files is not None and not reuse and not files.readable():
         files.take()
         say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
         return False

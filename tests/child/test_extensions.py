@@ -187,14 +187,29 @@ def test_a_module_whose_init_exits_0_does_not_import(real_files, tmp_path):
             "import ends the process): it printed nothing") in result.reason
 
 
-@needs_cc
-def test_two_modules_that_register_one_thing_each_import_alone_and_fail_together(real_files, tmp_path):
-    # Each registers a kernel in a process-wide registry (an environment variable stands in for it); the second
-    # registration prints the runtime's words and aborts, as ExecuTorch's kernel registry does (executorch#21642).
+def _registering_one_kernel(tmp_path: Path) -> dict[str, bytes]:
+    """Two extension modules that each register a kernel in a process-wide registry (an environment variable stands in
+    for it); the second registration prints the runtime's words and aborts, as ExecuTorch's kernel registry does
+    (executorch#21642)."""
     register = ('if (getenv("SMOKE_TEST_KERNEL")) { fputs("Re-registering aten::add.out\\n", stderr); abort(); } '
                 'setenv("SMOKE_TEST_KERNEL", "1", 1);')
-    twice = {f"executorch/{name}.cpython-311-x86_64-linux-gnu.so":
-             _module(tmp_path, name, register) for name in ("kernels_a", "kernels_b")}
+    return {f"executorch/{name}.cpython-311-x86_64-linux-gnu.so": _module(tmp_path, name, register)
+            for name in ("kernels_a", "kernels_b")}
+
+
+def _in_the_childs_fork(python: Path, tmp_path: Path) -> CheckResult:
+    """``extension modules import`` judged the child's way (``FORKED``) in the environment of ``python``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = subprocess.run([python, "-c", FORKED, work], env=loaderenv.for_environment(python, REPO).env, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return CheckResult.from_json(json.loads(ran.stdout.splitlines()[-1]))
+
+
+@needs_cc
+def test_two_modules_that_register_one_thing_each_import_alone_and_fail_together(real_files, tmp_path):
+    twice = _registering_one_kernel(tmp_path)
     python = _install(tmp_path / "venv", {**real_files, **twice})
     verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
     assert [o["error"] for o in verdict["outcomes"]] == [None, None, None]  # each alone imports
@@ -219,17 +234,9 @@ print(json.dumps(result.to_json()))
 
 @needs_cc
 def test_two_modules_that_register_one_thing_fail_together_in_the_childs_fork(real_files, tmp_path):
-    register = ('if (getenv("SMOKE_TEST_KERNEL")) { fputs("Re-registering aten::add.out\\n", stderr); abort(); } '
-                'setenv("SMOKE_TEST_KERNEL", "1", 1);')
-    twice = {f"executorch/{name}.cpython-311-x86_64-linux-gnu.so":
-             _module(tmp_path, name, register) for name in ("kernels_a", "kernels_b")}
+    twice = _registering_one_kernel(tmp_path)
     python = _install(tmp_path / "venv", {**real_files, **twice})
-    work = tmp_path / "work"
-    work.mkdir()
-    ran = subprocess.run([python, "-c", FORKED, work], env=loaderenv.for_environment(python, REPO).env, cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    result = CheckResult.from_json(json.loads(ran.stdout.splitlines()[-1]))
+    result = _in_the_childs_fork(python, tmp_path)
     assert result.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
                              "(in name order, after torch and executorch.exir) executorch.kernels_b registers again what was "
                              "registered after executorch.kernels_a: Re-registering aten::add.out")
@@ -239,12 +246,7 @@ def test_two_modules_that_register_one_thing_fail_together_in_the_childs_fork(re
 def test_the_real_module_and_another_import_together_in_the_childs_fork_and_say_so(real_files, tmp_path):
     real_files["executorch/plain.cpython-311-x86_64-linux-gnu.so"] = _module(tmp_path, "plain", "")
     python = _install(tmp_path / "venv", real_files)
-    work = tmp_path / "work"
-    work.mkdir()
-    ran = subprocess.run([python, "-c", FORKED, work], env=loaderenv.for_environment(python, REPO).env, cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    result = CheckResult.from_json(json.loads(ran.stdout.splitlines()[-1]))
+    result = _in_the_childs_fork(python, tmp_path)
     assert result.status is Status.PASS, result.line()
     assert result.reason.startswith("all 2 import, each in a process of its own with a clean loader environment, and "
                                     "together into one process that had imported torch and executorch.exir (")
