@@ -197,6 +197,39 @@ def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with
     owned.claim(folder, what, option).release()  # killed holder: no stale lock
 
 
+HOLD_REPORTS = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from smoke.commands import gate
+    with gate.hold_reports(Path(sys.argv[1]), sys.argv[2]):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+@pytest.mark.parametrize(("command", "stem"), [(["cpu_x86_64"], "cpu_x86_64"), (["inspect", "--row", "cpu_x86_64"], "inspect-cpu_x86_64")])
+def test_a_second_run_writing_the_same_reports_is_refused_and_the_firsts_reports_stay(wheel_x86_64, tmp_path, command, stem):
+    """A run holds its row's reports in --report-dir from its first step until it writes them: a second run of the row
+    into that folder meanwhile is one ERROR line naming the holder, exit 2, and the reports there are left as they were."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    earlier = {f"{stem}.json": '{\n  "schema": 4, "verdict": "passed"}\n'}  # what a run before wrote, as its start is the gate's
+    for name, text in earlier.items():
+        (reports / name).write_text(text)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_REPORTS, str(reports), stem], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = gate(*command, wheel_x86_64, "--report-dir", reports)
+        one_error_line(proc, f"report folder {str(reports)!r} is in use by another gate run (pid {holder.pid}) that writes the "
+                             f"same reports: wait for it to end, or pass another folder to --report-dir")
+        assert "checks:" not in proc.stdout and "PASSED" not in proc.stdout
+        assert sorted(p.name for p in reports.iterdir()) == sorted([*earlier, f".{stem}.lock"])
+        assert {name: (reports / name).read_text() for name in earlier} == earlier
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # --- interrupts: every process the gate started ends --------------------------------------------
 
 DRIVER = textwrap.dedent("""

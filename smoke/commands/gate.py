@@ -116,6 +116,13 @@ def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
                                 f"pass a folder of its own to {option}")
 
 
+def hold_reports(folder: Path, stem: str) -> contextlib.AbstractContextManager[None]:
+    """A row's two reports in the report folder, held by this run from its first step until they are written: a second
+    run writing the same reports there meanwhile is refused at once (one ERROR line naming the holder, exit 2) instead
+    of the two writing over each other's. One run after another replaces them, as before (``report.check_target``)."""
+    return owned.lock_file(folder / f".{stem}.lock", "report folder", "--report-dir")
+
+
 def _said_kept(folder: owned.Owned) -> None:
     if (folder.path / "record.jsonl").exists():  # an interrupted run keeps its artifacts, as a failed one does
         say(f"artifacts kept in {folder.path}")
@@ -161,6 +168,8 @@ def outputs_and_input(state: RowRun) -> bool:
     """Every path the run will write refused now, if it must be; the interpreter; the wheel (downloaded if none given)."""
     options = state.options
     check_outputs(state.row, options, state.env_dir)
+    if options.report_dir is not None:
+        state.stack.enter_context(hold_reports(options.report_dir, Run(state.row.name).stem))
     state.interpreter = wheels.probe_interpreter(options.python)
     state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say,
                                                                options.wheel_version, options.pre)

@@ -9,6 +9,7 @@ rows), each with its own verdict line and report; the others are named with why.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -58,10 +59,13 @@ def inspect(options: Options, names: list[str]) -> int:
         say(line)
     codes = []
     libraries = shipped.read_libraries(wheel)  # once: every row judges the same files
-    for row in rows:
-        row_start = time.monotonic()
-        run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
-        gate.judged_by(run, policy, wheel, options)
-        gate.file_checks(run, row, wheel, options, libraries)
-        codes.append(gate.finish(run, options, None, row_start))
+    with contextlib.ExitStack() as held:
+        for row in rows if options.report_dir is not None else []:  # each row's two reports, held until written
+            held.enter_context(gate.hold_reports(options.report_dir, Run(row.name, mode="inspect").stem))
+        for row in rows:
+            row_start = time.monotonic()
+            run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
+            gate.judged_by(run, policy, wheel, options)
+            gate.file_checks(run, row, wheel, options, libraries)
+            codes.append(gate.finish(run, options, None, row_start))
     return max(codes)

@@ -248,8 +248,8 @@ def lock_file(lock: Path, what: str, option: str) -> Iterator[None]:
                             f"replace: remove it, or pass another folder to {option}")
     handle.seek(0)
     handle.truncate()
-    handle.write(f"pid {os.getpid()}\n")
-    handle.flush()
+    with contextlib.suppress(OSError):  # a full disk holds the lock without its holder's pid (named "another process")
+        os.write(handle.fileno(), f"pid {os.getpid()}\n".encode())
     try:
         yield
     finally:
