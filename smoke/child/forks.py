@@ -71,6 +71,28 @@ class Forked:
         return said, said
 
 
+# What cuDeviceGetCount answers before cuInit (CUDA's driver API, cuda.h: CUDA_ERROR_NOT_INITIALIZED).
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def device_initialised() -> bool:
+    """Whether this process has initialised CUDA's driver. A fork of a process that has cannot use the device (CUDA
+    is not fork-safe once initialised: the fork's first call fails with an initialisation error), so a fork's verdict
+    would be the fork's, not the wheel's: the negative control's load would fail for it and pass. The child forks
+    only while this is False, else it starts processes of their own. Nothing is initialised to ask: the driver
+    library is looked up only where it is loaded already (RTLD_NOLOAD; not loaded, it was never initialised), and
+    ``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED until ``cuInit`` ran (any other answer counts as
+    initialised)."""
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except (OSError, AttributeError):  # not loaded (or no RTLD_NOLOAD on this system: no CUDA row runs there)
+        return False
+    count = ctypes.c_int()
+    return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+
+
 def fork(work: Callable[[], int], log: Path, pipe: bool = False) -> Forked:
     """Run ``work`` in a fork of this process, its output to ``log``; with ``pipe``, its fd 0 a pipe ``send`` writes to
     (else /dev/null). The fork's exit code is what ``work`` returns, 1 where it raised (said in the log)."""

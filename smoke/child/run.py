@@ -27,7 +27,7 @@ from smoke.child.ask import ask
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
 from smoke.child.extensions import fork_together, start_extensions_process
-from smoke.child.forks import Forked
+from smoke.child.forks import Forked, device_initialised
 from smoke.child.loads import collect as collect_loads
 from smoke.child.loads import fork_part, start_loads_process
 from smoke.child.loads import forkable as loads_forkable
@@ -88,6 +88,18 @@ def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, par
             proc.end(process)
 
 
+def fork_after_imports(workdir: Path, forked: Forks) -> None:
+    """Forks of this process, now that torch and the runtime's exporter are imported and nothing else has run (no
+    export, no device initialised): the negative control's process, and the extension modules' import into one
+    process, each a process of its own without importing torch again (smoke.child.forks). Where the imports
+    initialised CUDA's driver, a fork could not use the device (``device_initialised``): none is made, and each is a
+    process of its own, started when needed (``negative_control``, ``collect_imports``)."""
+    if device_initialised():
+        return
+    forked.negative = fork_control(workdir)
+    forked.together = fork_together(workdir)
+
+
 def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: bool = True,
           helper: subprocess.Popen | None = None) -> None:
     with rec.phase(IMPORT_PHASE):
@@ -95,16 +107,12 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
 
         import torch
 
-        if forked.loads is not None:  # torch imported, nothing of the wheel's yet: the loads after torch (smoke.child.loads)
-            forked.loads["after"] = fork_part(workdir, "after")
+        if forked.loads is not None and not device_initialised():  # torch imported, nothing of the wheel's yet: the
+            forked.loads["after"] = fork_part(workdir, "after")  # loads after torch (else a process of their own)
         import executorch.exir  # noqa: F401  (timed here, not in the first export)
 
     if overlap:
-        # Forks of this process, now that torch and the runtime's exporter are imported and nothing else has run (no
-        # export, no device initialised): the negative control's process, and the extension modules' import into one
-        # process, each a process of its own without importing torch again (smoke.child.forks).
-        forked.negative = fork_control(workdir)
-        forked.together = fork_together(workdir)
+        fork_after_imports(workdir, forked)
 
     facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
              "python": platform.python_version(), "machine": platform.machine()}
