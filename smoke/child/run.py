@@ -32,7 +32,7 @@ from smoke.child.loads import collect as collect_loads
 from smoke.child.loads import fork_part, start_loads_process
 from smoke.child.loads import forkable as loads_forkable
 from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
-from smoke.child.negative import fork_control, negative_control
+from smoke.child.negative import fork_control, negative_control, start_negative_process
 from smoke.child.portable import PHASE as PORTABLE_PHASE
 from smoke.child.portable import check_portable
 from smoke.child.probe import probe
@@ -45,11 +45,13 @@ from smoke.stages import EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, lo
 @dataclass
 class Forks:
     """The forks of this process (``smoke.child.forks``), each ended with the child's work."""
-    negative: Forked | None = None  # the negative control's process (smoke.child.negative.fork_control)
+    # The negative control's process (smoke.child.negative.fork_control; an interpreter of its own where no fork could be
+    # made: start_negative_process)
+    negative: Forked | subprocess.Popen | None = None
     together: tuple[list[str], Forked] | None = None  # the extension modules into one process (extensions.fork_together)
     loads: dict[str, Forked] | None = None  # the loads' parts, "before" and "after" torch (smoke.child.loads.fork_part)
 
-    def processes(self) -> list[Forked | None]:
+    def processes(self) -> list[Forked | subprocess.Popen | None]:
         return [self.negative, self.together[1] if self.together else None, *(self.loads or {}).values()]
 
 
@@ -93,8 +95,10 @@ def fork_after_imports(workdir: Path, forked: Forks) -> None:
     export, no device initialised): the negative control's process, and the extension modules' import into one
     process, each a process of its own without importing torch again (smoke.child.forks). Where the imports
     initialised CUDA's driver, a fork could not use the device (``device_initialised``): none is made, and each is a
-    process of its own, started when needed (``negative_control``, ``collect_imports``)."""
+    process of its own: the negative control's an interpreter started now, which imports torch and the runtime while
+    the exports run (``start_negative_process``), the imports' one started when they are collected (``collect_imports``)."""
     if device_initialised():
+        forked.negative = start_negative_process(workdir)
         return
     forked.negative = fork_control(workdir)
     forked.together = fork_together(workdir)
@@ -156,7 +160,7 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     backends = registered_backends()
     negative = forked.negative
     control = bool(exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends)
-    if control and negative is not None:
+    if control and isinstance(negative, Forked):
         negative.send(f"{folders['weighted'] / 'model.pte'}\n")  # it loads while this process runs the programs
     for label, (model, example) in built.items():
         name = RUN.of(label)
