@@ -40,9 +40,8 @@ from smoke import markup, paths, report, stages
 from smoke import options as opts
 from smoke.checks import pipeline, shipped
 from smoke.child.models import ATOL, RTOL
-from smoke.commands import drift
+from smoke.commands import drift, gate
 from smoke.console import say
-from smoke.environment import folders as owned
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, Row, check_machine
@@ -415,8 +414,9 @@ def report_paths(folder: Path, row: str) -> list[Path]:
 def hold_reports(folder: Path, row: str) -> contextlib.AbstractContextManager[None]:
     """The row's two reports in ``folder``, held by this compare from before any work until they are written: a
     second compare of the row into the folder meanwhile is refused at once (one ERROR line, exit 2), instead of
-    the two runs writing over each other's reports. One run after another replaces the reports, as a row's run does."""
-    return owned.lock_file(folder / f".compare-{row}.lock", "report folder", "--report-dir")
+    the two runs writing over each other's reports. One run after another replaces the reports, as a row's run does
+    (``gate.hold_reports``, the lock named after the reports' stem: ``.compare-ROW.lock``)."""
+    return gate.hold_reports(folder, f"compare-{row}")
 
 
 def check_targets(folder: Path, row: str) -> None:

@@ -169,7 +169,7 @@ def outputs_and_input(state: RowRun) -> bool:
     options = state.options
     check_outputs(state.row, options, state.env_dir)
     if options.report_dir is not None:
-        state.stack.enter_context(hold_reports(options.report_dir, Run(state.row.name).stem))
+        state.stack.enter_context(hold_reports(options.report_dir, state.run.stem))
     state.interpreter = wheels.probe_interpreter(options.python)
     state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say,
                                                                options.wheel_version, options.pre)

@@ -59,12 +59,13 @@ def inspect(options: Options, names: list[str]) -> int:
         say(line)
     codes = []
     libraries = shipped.read_libraries(wheel)  # once: every row judges the same files
+    runs = [Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
+            for row in rows]
     with contextlib.ExitStack() as held:
-        for row in rows if options.report_dir is not None else []:  # each row's two reports, held until written
-            held.enter_context(gate.hold_reports(options.report_dir, Run(row.name, mode="inspect").stem))
-        for row in rows:
+        for run in runs if options.report_dir is not None else []:  # each row's two reports, held until written
+            held.enter_context(gate.hold_reports(options.report_dir, run.stem))
+        for row, run in zip(rows, runs):
             row_start = time.monotonic()
-            run = Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
             gate.judged_by(run, policy, wheel, options)
             gate.file_checks(run, row, wheel, options, libraries)
             codes.append(gate.finish(run, options, None, row_start))
