@@ -8,33 +8,40 @@
 - ``start``: a process that runs beside the gate (the child, the negative control's process, the
   parallel export), optionally as the leader of a process group of its own so that
   ``end_group`` ends it and everything it started.
-- ``tail`` and ``file_tail``: the last lines of an output, the one way the gate quotes one; a file's
-  tail is read from its last ``TAIL_BYTES`` (by seeking, never the whole file) and a line longer
-  than ``LINE_CHARS`` is cut.
+- ``tail`` and ``file_tail``: the last lines of an output, the one way the gate quotes one.
+
+Any thread may start and end processes (the file checks run ``cuobjdump`` beside the environment's build):
+``start`` forks and registers under one lock (``_LOCK``), and an orphan scan takes the same lock, so a process one
+thread has just started is never another's orphan.
 
 Everything a process started with ``own_group`` starts is ended with it, even what left its group
-or session (``setsid``, a double-forked daemon): the gate makes itself a child subreaper (Linux's
-``PR_SET_CHILD_SUBREAPER``, so that orphans re-parent to it rather than to init), marks the tree
-with a token in the environment (``TREE_VARIABLE``; its descendants inherit it) and ``end_group``
-ends, besides the group, every descendant of the leader and every process carrying the token
-(read from ``/proc``), and every process that re-parented to the gate while it ran (an orphan of the tree,
-even one that left the group, the session and the token behind: a double-forked daemon with an empty
-environment); then reaps those.
-"""
+or session (``setsid``, a double-forked daemon): the gate is a child subreaper (``PR_SET_CHILD_SUBREAPER``:
+orphans re-parent to it), marks each tree with a token in the environment (``TREE_VARIABLE``) and ``end_group``
+ends the group, the leader's descendants, every process carrying the token (read from ``/proc``), and every
+orphan that re-parented to the gate while it ran and carries no other live tree's token; then reaps those.
 
+When the gate itself dies, even by SIGKILL, its warden (``_Warden``, one small process per gate, started with the
+first tree) ends every tree still registered: its group and every process carrying its token. The warden learns of
+the gate's death by the end of a pipe only the gate holds, which no thread's end closes (``PR_SET_PDEATHSIG`` fires
+when the starting *thread* ends) and which needs no code run between fork and exec (``preexec_fn`` can deadlock a
+fork made beside other threads).
+"""
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import os
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import IO, Mapping, Protocol, Sequence
+from typing import IO, Mapping, Protocol, Sequence, cast
 
 from smoke.errors import GateError
 
@@ -123,16 +130,20 @@ def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = N
         token = uuid.uuid4().hex
         env = dict(os.environ if env is None else env)
         env[TREE_VARIABLE] = " ".join(filter(None, (env.get(TREE_VARIABLE, ""), token)))
-    before = set(_children(os.getpid())) if own_group else set()
-    process = subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
-                               stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group,
-                               preexec_fn=_dies_with_the_gate() if own_group else None)
+    with _LOCK:  # the fork and its registration, as one step to every orphan scan (``orphans``)
+        if own_group:
+            _Warden.tell(f"+T {token}")  # before the fork: the warden ends it by its token if the gate dies now
+        before = set(_children(os.getpid())) if own_group else set()
+        process = subprocess.Popen([str(part) for part in cmd], env=dict(env) if env is not None else None, cwd=cwd,
+                                   stdin=stdin, stdout=stdout, stderr=stderr, text=text, start_new_session=own_group)
+        process.gate_tree = token  # type: ignore[attr-defined]
+        process.gate_before = before  # type: ignore[attr-defined]  # the gate's children before it: not its orphans
+        _STARTED[process.pid] = process
+    if own_group:
+        _Warden.tell(f"+G {process.pid}")
     if background and hasattr(os, "setpriority"):  # POSIX
         with contextlib.suppress(OSError):  # before it has started anything: an interpreter takes longer than this to start
             os.setpriority(os.PRIO_PROCESS, process.pid, min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19))
-    process.gate_tree = token  # type: ignore[attr-defined]
-    process.gate_before = before  # type: ignore[attr-defined]  # the gate's children before it: not its orphans
-    _STARTED[process.pid] = process
     return process
 
 
@@ -145,12 +156,17 @@ _STARTED: "weakref.WeakValueDictionary[int, subprocess.Popen]" = weakref.WeakVal
 
 def orphans(proc: subprocess.Popen) -> set[int]:
     """The processes that became the gate's children while ``proc`` ran without being started by it: orphans of
-    ``proc``'s tree re-parented to the gate, its subreaper, whatever group, session or environment they took."""
+    ``proc``'s tree re-parented to the gate, its subreaper, whatever group, session or environment they took. Not
+    an orphan: a process the gate started (from any thread: ``_LOCK``), nor one carrying another live tree's token."""
     before = getattr(proc, "gate_before", None)
     if before is None:
         return set()
-    ours = {pid for pid, started in list(_STARTED.items()) if started.returncode is None}
-    return {pid for pid in _children(os.getpid()) if pid not in before and pid not in ours and pid != proc.pid}
+    with _LOCK:
+        live = [started for started in list(_STARTED.values()) if started.returncode is None]
+        ours = {started.pid for started in live}
+        others = {getattr(started, "gate_tree", None) for started in live if started is not proc} - {None}
+        found = {pid for pid in _children(os.getpid()) if pid not in before and pid not in ours and pid != proc.pid}
+    return {pid for pid in found if not others.intersection(_tokens(pid))}
 
 
 class Endable(Protocol):
@@ -188,26 +204,100 @@ def end_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
         time.sleep(0.02)
     proc.wait()
     _reap(seen - {proc.pid})
+    if token:
+        _Warden.tell(f"-G {proc.pid}", f"-T {token}", start=False)
 
 
-PR_SET_PDEATHSIG = 1
+_LOCK = threading.Lock()  # held while a process is forked and registered, and while orphans are looked for
+
+# The warden's work (``python -I -S -c``): signals that end the gate's group are not its; it reads what the gate tells
+# it until the pipe's end (the gate has exited, however), then kills every tree still registered, three times over
+# (a fork under way at the gate's death is a member by then).
+_WARDEN_CODE = r"""
+import os, signal, sys, time
+for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+groups, tokens = set(), set()
+for line in sys.stdin.buffer:
+    change, kind, value = line[:1], line[1:2], line[3:].decode(errors="replace").strip()
+    held = groups if kind == b"G" else tokens
+    held.add(value) if change == b"+" else held.discard(value)
+variable = sys.argv[1].encode() + b"="
+for _ in range(3):
+    for group in groups:
+        try:
+            os.killpg(int(group), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    if tokens and os.path.isdir("/proc"):
+        for name in os.listdir("/proc"):
+            try:
+                environ = open(f"/proc/{name}/environ", "rb").read() if name.isdigit() else b""
+            except OSError:
+                continue
+            carried = [e[len(variable):].decode(errors="replace").split() for e in environ.split(b"\0") if e.startswith(variable)]
+            if carried and tokens.intersection(carried[0]):
+                try:
+                    os.kill(int(name), signal.SIGKILL)
+                except OSError:
+                    pass
+    if not groups and not tokens:
+        break
+    time.sleep(0.1)
+"""
 
 
-def _dies_with_the_gate():
-    """For a process in a group of its own: SIGKILL when the gate dies, even by SIGKILL (which no
-    handler of the gate's sees), so a killed run leaves no pip or child writing into its folders
-    after their lock is gone. Linux; elsewhere nothing. (The gate has no threads: preexec_fn is safe.)"""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    gate = os.getpid()
+class _Warden:
+    """The gate's warden: one process (per gate process; a fork of the gate makes its own) that ends every tree the
+    gate still holds when the gate dies, by any signal, SIGKILL included, from whichever thread it started them."""
 
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != gate:  # the gate died before the line above took hold
-            os._exit(128 + signal.SIGKILL)
-    return preexec
+    process: subprocess.Popen | None = None
+    owner = 0  # the pid of the process that started it
+    lock = threading.Lock()  # one writer on its pipe at a time
+
+    @classmethod
+    def tell(cls, *lines: str, start: bool = True) -> None:
+        """Tell the warden of a tree begun (``+G pgid``, ``+T token``; ``start``: the warden started now if need be,
+        which ``start`` does under ``_LOCK``) or ended (``-G``, ``-T``)."""
+        with cls.lock:
+            if start and (cls.process is None or cls.owner != os.getpid() or cls.process.poll() is not None):
+                cls.process, cls.owner = cls._start(), os.getpid()
+            if cls.process is None or cls.process.stdin is None:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                cls.process.stdin.write("".join(f"{line}\n" for line in lines).encode())
+                cls.process.stdin.flush()
+
+    @staticmethod
+    def _start() -> subprocess.Popen | None:
+        # Under ``_LOCK`` where ``start`` calls this, so its registration is one step to every orphan scan; a session
+        # of its own (a terminal's Ctrl-C and a group's SIGTERM are the gate's to handle) in ``/``, holding no folder.
+        try:
+            warden = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WARDEN_CODE, TREE_VARIABLE], stdin=subprocess.PIPE,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)
+        except OSError:
+            return None
+        _STARTED[warden.pid] = warden
+        return warden
+
+    @classmethod
+    def forget(cls) -> None:
+        """In a fork of the gate: the parent's warden is not this process's; its pipe's end is closed here, so that the
+        parent's death is still the warden's to see."""
+        if cls.process is not None and cls.process.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):  # detached first: the file object never closes the fd again
+                cast("io.BufferedWriter", cls.process.stdin).detach().close()
+        cls.process, cls.owner, cls.lock = None, 0, threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()  # another thread may have held it at the fork: it would never be released here
+    _Warden.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def subreaper() -> bool:

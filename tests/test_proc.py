@@ -294,3 +294,131 @@ def test_an_orphan_left_by_a_command_run_to_its_end_is_ended(tmp_path):
         assert _gone_soon(grandchild), f"pid {grandchild} outlived the command"
     finally:
         _kill(grandchild)
+
+
+# --- issue 45: processes started and ended from two threads at once (the file checks' cuobjdump beside the build) ----
+
+SLEEPS = [sys.executable, "-I", "-S", "-c", "import time; time.sleep(0.02)"]
+
+
+def _from_two_threads(first, second) -> list[BaseException]:
+    """Run ``first`` and ``second`` at once, each in a thread of its own; what either raised."""
+    import threading
+
+    failures: list[BaseException] = []
+
+    def work(job) -> None:
+        try:
+            job()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(job,)) for job in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
+
+
+def test_commands_run_from_two_threads_at_once_never_end_each_other():
+    """Before the fix, 39 of 210 runs ended with exit -15: a process one thread had just forked was the other's orphan."""
+    def many(cmd, count):
+        return lambda: [proc.run(cmd, what=f"run {n} of {cmd[0]}", timeout=60) for n in range(count)]
+
+    failures = _from_two_threads(many(["/bin/true"], 150), many(SLEEPS, 60))
+    assert failures == []
+
+
+LINGERS = textwrap.dedent("""
+    import os, sys, time
+    if os.fork() == 0:  # a middle process that exits once told (argv[2]): its child, carrying the tree's token, re-parents
+        if os.fork() == 0:
+            open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+            time.sleep(300)
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.01)
+        os._exit(0)
+    time.sleep(300)
+""")
+# Told to go while the other thread's command runs: the orphan re-parents to the gate during that command.
+TELLS = "import pathlib, sys, time; pathlib.Path(sys.argv[1]).touch(); time.sleep(1)"
+
+
+def test_a_tree_s_orphan_is_not_ended_by_another_thread_s_command(tmp_path):
+    """An orphan carrying a live tree's token is that tree's: a short command ended meanwhile, in another thread,
+    leaves it running; the tree's own end ends it."""
+    pid_file, go = tmp_path / "orphan.pid", tmp_path / "go"
+    leader = proc.start([sys.executable, "-c", LINGERS, str(pid_file), str(go)], own_group=True)
+    orphan = _pid(pid_file)
+    try:
+        assert _from_two_threads(lambda: proc.run([sys.executable, "-c", TELLS, str(go)], what="a short command"),
+                                 lambda: None) == []
+        assert int(Path(f"/proc/{orphan}/stat").read_text().rpartition(")")[2].split()[1]) == os.getpid()  # re-parented
+        assert _alive(orphan), "another thread's command ended this tree's orphan"
+        proc.end_group(leader, grace=0)
+        assert _gone_soon(orphan)
+    finally:
+        _kill(orphan)
+        proc.end(leader)
+
+
+def test_a_daemon_is_still_ended_while_another_thread_runs_commands(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    failures = _from_two_threads(lambda: proc.run([sys.executable, "-c", ORPHAN, str(pid_file)], what="probing", timeout=60),
+                                 lambda: [proc.run(["/bin/true"], what="a short command") for _ in range(100)])
+    grandchild = _pid(pid_file)
+    try:
+        assert failures == []
+        assert _gone_soon(grandchild), f"pid {grandchild} outlived the command"
+    finally:
+        _kill(grandchild)
+
+
+def test_a_process_started_from_a_thread_that_then_ends_runs_on(tmp_path):
+    """PR_SET_PDEATHSIG fires when the starting thread ends: before the fix, this process was killed with it."""
+    import threading
+
+    started: list[subprocess.Popen] = []
+    thread = threading.Thread(target=lambda: started.append(proc.start(["sleep", "300"], own_group=True)))
+    thread.start()
+    thread.join()
+    try:
+        time.sleep(0.5)
+        assert started[0].poll() is None, f"ended with the thread that started it: {started[0].returncode}"
+    finally:
+        proc.end_group(started[0], grace=0)
+
+
+# A gate that starts a tree from a thread that then ends (its leader starts a grandchild in a session of its own),
+# writes both pids, and waits to be killed.
+KILLED_GATE = textwrap.dedent("""
+    import sys, threading, time
+    from pathlib import Path
+    from smoke import proc
+    work = Path(sys.argv[1])
+    started = []
+    thread = threading.Thread(target=lambda: started.append(proc.start([sys.executable, "-c", sys.argv[2], str(work / "grandchild.pid")],
+                                                                          own_group=True)))
+    thread.start(); thread.join()
+    (work / "leader.pid").write_text(str(started[0].pid))
+    time.sleep(300)
+""")
+
+
+def test_a_gate_killed_with_sigkill_leaves_no_tree_it_started_from_a_thread(tmp_path):
+    """kill -9 reaches no handler of the gate's: its warden ends the leader and the grandchild that left its group."""
+    gate = subprocess.Popen([sys.executable, "-c", KILLED_GATE, str(tmp_path), SETSID], cwd=REPO)
+    leader, grandchild = _pid(tmp_path / "leader.pid"), _pid(tmp_path / "grandchild.pid")
+    try:
+        assert _alive(leader) and _alive(grandchild)
+        gate.kill()
+        gate.wait()
+        assert _gone_soon(leader), f"the leader {leader} outlived the killed gate"
+        assert _gone_soon(grandchild), f"the grandchild {grandchild} outlived the killed gate"
+    finally:
+        _kill(leader)
+        _kill(grandchild)
+        if gate.poll() is None:
+            gate.kill()
+            gate.wait()

@@ -28,7 +28,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 @pytest.mark.slow
 def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_and_the_next_run_rebuilds(declared_x86_64, tmp_path):
-    """kill -9 reaches no handler of the gate's: what it started must still end (PR_SET_PDEATHSIG), and
+    """kill -9 reaches no handler of the gate's: what it started must still end (its warden, smoke.proc), and
     the next run must see the unfinished build for what it is and build afresh."""
     import signal
     import subprocess
