@@ -287,19 +287,23 @@ OWN_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVKO]*(?:10executorch|5torch8executor)
 
 
 def unmet_symbols(libraries: Libraries, skip: frozenset[str] = frozenset()) -> tuple[dict[str, list[str]], int, int]:
-    """Each file's undefined symbols of ExecuTorch's namespaces that neither it nor a shipped library it loads
-    (DT_NEEDED by file name, followed through) defines; how many undefined symbols were judged so, and how many
-    were left to libraries the gate does not read. The files in ``skip`` (a need already unresolved) are not judged."""
+    """Each file's undefined symbols of ExecuTorch's namespaces that the loader cannot bind from the shipped libraries:
+    those neither it nor a shipped library it loads (DT_NEEDED by file name, followed through) defines, and, for a
+    library that other shipped files load, that the scope of some file loading it does not define either (a library
+    loaded as another's need binds its symbols in that one's scope: 1.2.0's patched AOTI shims take the runtime's from
+    ``_portable_lib``, which needs them; ``libraries load`` loads such a one so, end to end). How many undefined symbols
+    were judged so, and how many were left to libraries the gate does not read. The files in ``skip`` (a need already
+    unresolved) are not judged."""
     by_name: dict[str, list[elf.Library]] = {}
     for lib in libraries.items:
         by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
-    unmet: dict[str, list[str]] = {}
-    judged = left = 0
-    for start in libraries.items:
-        ours = {symbol for symbol in start.undefined if OWN_SYMBOL.match(symbol)}
-        judged, left = judged + len(ours), left + len(start.undefined) - len(ours)
-        if not ours or start.path in skip:
-            continue
+    loaders: dict[str, list[elf.Library]] = {}
+    for lib in libraries.items:
+        for name in lib.needed:
+            for dependency in by_name.get(name, ()):
+                loaders.setdefault(dependency.path, []).append(lib)
+
+    def scope(start: elf.Library) -> set[str]:
         seen, todo, defined = {start.path}, [start], set[str]()
         while todo:
             lib = todo.pop()
@@ -309,8 +313,33 @@ def unmet_symbols(libraries: Libraries, skip: frozenset[str] = frozenset()) -> t
                     if dependency.path not in seen:
                         seen.add(dependency.path)
                         todo.append(dependency)
-        if missing := sorted(ours - defined):
-            unmet[start.path] = missing
+        return defined
+
+    def roots(start: elf.Library) -> list[elf.Library]:  # the files that load it, through others, and nothing loads
+        seen, todo, found = {start.path}, list(loaders.get(start.path, ())), []
+        while todo:
+            lib = todo.pop()
+            if lib.path in seen:
+                continue
+            seen.add(lib.path)
+            if above := loaders.get(lib.path, []):
+                todo.extend(above)
+            else:
+                found.append(lib)
+        return found
+
+    unmet: dict[str, list[str]] = {}
+    judged = left = 0
+    for start in libraries.items:
+        ours = {symbol for symbol in start.undefined if OWN_SYMBOL.match(symbol)}
+        judged, left = judged + len(ours), left + len(start.undefined) - len(ours)
+        if not ours or start.path in skip:
+            continue
+        missing = ours - scope(start)
+        if missing and (loading := roots(start)):
+            missing = set().union(*(missing - scope(root) for root in loading))
+        if missing:
+            unmet[start.path] = sorted(missing)
     return unmet, judged, left
 
 
@@ -327,7 +356,7 @@ def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> Che
     problems = [f"{path} needs {', '.join(sonames)}: {why}" for (path, why), sonames in grouped.items()]
     unmet, judged, left = unmet_symbols(libraries, frozenset(path for path, _soname, _why in resolution.unresolved))
     problems += [f"{path} needs {len(symbols)} symbol{'s' if len(symbols) > 1 else ''} of ExecuTorch's that neither it nor "
-                 f"a shipped library it loads defines ({', '.join(symbols[:2])}{' ...' if len(symbols) > 2 else ''}): the "
+                 f"a shipped library loaded with it defines ({', '.join(symbols[:2])}{' ...' if len(symbols) > 2 else ''}): the "
                  f"load fails on {'them' if len(symbols) > 1 else 'it'} (undefined symbol)" for path, symbols in unmet.items()]
     counts: dict[str, int] = {}
     for how in resolution.found.values():

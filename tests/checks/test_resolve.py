@@ -218,7 +218,7 @@ def test_a_symbol_a_shipped_library_no_longer_defines_fails(declared_slim, tmp_p
     wheel = rewrite_wheel(declared_slim, tmp_path, add={ETDUMP: without_symbol(member(declared_slim, ETDUMP), symbol)})
     result = judge(resolve.LIBRARIES_RESOLVE, wheel)
     assert result.status is Status.FAIL
-    assert (f"{C_MODULE} needs 1 symbol of ExecuTorch's that neither it nor a shipped library it loads defines ({symbol}): "
+    assert (f"{C_MODULE} needs 1 symbol of ExecuTorch's that neither it nor a shipped library loaded with it defines ({symbol}): "
             "the load fails on it (undefined symbol)") in result.measured["problems"]
     assert result.measured["symbols_unmet"] == {C_MODULE: [symbol]}  # the one file that calls it (measured: the loader
     # refuses _C so, "undefined symbol: _ZN10executorch6etdump9ETDumpGen15get_etdump_dataEv", with torch 2.14.1 beside it)
@@ -230,3 +230,38 @@ def test_the_real_wheels_undefined_symbols_of_executorch_are_each_defined_where_
     assert result.measured["symbols_judged"] > 0 and result.measured["symbols_unmet"] == {}
     assert re.search(r"; \d+ undefined symbols of ExecuTorch's namespaces, each defined by a shipped library loaded with "
                      r"them \(the other \d+ are the loader's to bind, judged end to end\)$", result.reason), result.reason
+
+
+# --- a library loaded only as another's need binds its symbols in that one's scope (issue 45, on the GPU) --------------
+
+PYBIND_1_2 = "executorch/extension/pybindings/_portable_lib.cpython-312-x86_64-linux-gnu.so"
+RUNTIME_ABORT = "_ZN10executorch7runtime13runtime_abortEv"
+
+
+def _patched_1_2_0(slim, folder, pybind: bytes | None = None) -> Path:
+    """The slim wheel with the real symbol tables of 1.2.0's patched CUDA build: shims that define none of the runtime
+    (they take it from ``_portable_lib``, which needs them) and the module that loads them."""
+    from tests.helpers import cuda_parts, extract, make_cuda_wheel
+
+    parts = {**cuda_parts(slim), SHIMS: extract("patched", SHIMS), PYBIND_1_2: pybind or extract("patched", PYBIND_1_2)}
+    return make_cuda_wheel(slim, folder, parts=parts, label="1.2.0+cu130").path
+
+
+def test_a_library_loaded_as_a_need_takes_the_runtime_s_symbols_from_the_module_that_loads_it(declared_slim, tmp_path):
+    """On the H100, 2026-12-06, this build loaded, ran and matched eager (its `libraries load` PASSed, the shims loaded
+    as `_portable_lib`'s need), while `libraries resolve` FAILed it: "libaoti_cuda_shims.so needs 3 symbols of
+    ExecuTorch's that neither it nor a shipped library it loads defines"."""
+    result = judge(resolve.LIBRARIES_RESOLVE, _patched_1_2_0(declared_slim, tmp_path))
+    assert SHIMS not in result.measured["symbols_unmet"], result.reason
+    assert "libaoti_cuda_shims.so needs" not in result.reason
+
+
+def test_a_symbol_the_loading_module_does_not_define_either_fails_naming_the_library_that_needs_it(declared_slim, tmp_path):
+    from tests.helpers import extract, without_symbol
+
+    pybind = without_symbol(extract("patched", PYBIND_1_2), RUNTIME_ABORT)
+    result = judge(resolve.LIBRARIES_RESOLVE, _patched_1_2_0(declared_slim, tmp_path, pybind))
+    assert result.status is Status.FAIL
+    assert result.measured["symbols_unmet"][SHIMS] == [RUNTIME_ABORT]
+    assert (f"{SHIMS} needs 1 symbol of ExecuTorch's that neither it nor a shipped library loaded with it defines "
+            f"({RUNTIME_ABORT}): the load fails on it (undefined symbol)") in result.measured["problems"]
