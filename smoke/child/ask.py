@@ -1,9 +1,9 @@
 """The child's questions to the parent: what only the parent's readers can tell.
 
 The child imports none of the parent's readers or checks (pyproject.toml's ``forbidden`` contract), so what
-it wrote is judged by the parent: the child writes ``{"kind": "ask", "question": ..., ...}`` to its record
-(``smoke.record``), and the parent, which follows the record as it grows (``smoke.environment.follow``),
-answers with one JSON line on the child's stdin (``smoke.commands.gate``'s answers):
+it wrote is judged by the parent: the child writes an ``Ask`` (``smoke.protocol``) to its record, and the parent,
+which follows the record as it grows (``smoke.environment.follow``), answers with one line on the child's stdin
+(``smoke.commands.gate``'s answers):
 
 - ``exported``: the two models' exports are written (``exported``: label -> whether the export happened,
   ``weight_matrix_bytes``): the parent judges ``delegate``, ``data file`` and ``weights in the data file`` on
@@ -14,10 +14,10 @@ answers with one JSON line on the child's stdin (``smoke.commands.gate``'s answe
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
+from smoke import protocol
 from smoke.record import Recorder
 
 
@@ -26,11 +26,11 @@ class NoAnswer(Exception):
 
 
 def ask(rec: Recorder, question: str, **data: Any) -> dict[str, Any]:
-    rec.write(kind="ask", question=question, **data)
+    rec.write(protocol.Ask(question, data))
     line = sys.stdin.readline()
     if not line:
         raise NoAnswer(f"no answer from the parent to {question!r} (its stdin ended)")
-    answer = json.loads(line)
-    if not isinstance(answer, dict):
-        raise NoAnswer(f"the parent's answer to {question!r} is not an object")
-    return answer
+    try:
+        return protocol.decode_answer(line)
+    except protocol.ProtocolError as exc:
+        raise NoAnswer(f"the parent's answer to {question!r}: {exc}") from None

@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from smoke import proc
+from smoke import proc, protocol
 from smoke.child import delegates
 from smoke.child.models import models
 from smoke.child.probe import one_line
@@ -41,7 +41,7 @@ def export_here(rec: Recorder, row: ChildRow, name: str, model, example, folder:
         with rec.phase(name):
             delegates.export(row, model, example, folder)
     except Exception as exc:
-        rec.write(kind="log", text=traceback.format_exc())
+        rec.write(protocol.Log(traceback.format_exc()))
         rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {one_line(exc)}"))
         return False
     rec.check(_wrote(name, folder, time.monotonic() - start))
@@ -71,10 +71,10 @@ def collect_export(rec: Recorder, row: ChildRow, helper: subprocess.Popen, folde
     except (OSError, ValueError):
         rec.check(failed(name, f"the export process exited {helper.returncode} without its result: {proc.file_tail(workdir / 'export.log')}"))
         return False
-    rec.write(kind="phase", name=name, event="start")
-    rec.write(kind="phase", name=name, event="end", seconds=verdict["seconds"])
+    rec.write(protocol.Phase(name, "start"))
+    rec.write(protocol.Phase(name, "end", verdict["seconds"]))
     if not verdict["ok"]:
-        rec.write(kind="log", text=verdict["traceback"])
+        rec.write(protocol.Log(verdict["traceback"]))
         rec.check(failed(name, f"export through the {row.delegate_id} partitioner raised {verdict['error']} (in its own process)"))
         return False
     rec.check(_wrote(name, folder, verdict["seconds"], own_process=True))

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from smoke import options, proc
+from smoke import options, proc, protocol
 from smoke.child import delegates, exports
 from smoke.child.ask import ask
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
@@ -121,10 +121,10 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     facts = {"executorch": version("executorch"), "torch": torch.__version__, "torch_file": torch.__file__,
              "python": platform.python_version(), "machine": platform.machine()}
     device = delegates.device_facts(row)
-    rec.write(kind="facts", **facts, device=device)
+    rec.write(protocol.Facts({**facts, "device": device}))
     # What the parent's environment checks judge (torch agrees, delegate registers, ...),
     # read here, where torch and the runtime are imported already, instead of in a process of its own.
-    rec.write(kind="probe", **probe())
+    rec.write(protocol.Probe(probe()))
 
     blocked: str | None = None  # why the device-bound checks cannot run
     found = delegates.check_device(row, device)
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None, token: str = "") -> int:
         gate(args.row, args.workdir, rec, overlap=args.overlap, parallel_exports=args.parallel_exports)
     except FailFast:
         pass
-    rec.write(kind="end", token=token)
+    rec.write(protocol.End(token))
     return 0
 
 

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Iterator
 
 from smoke import options as opts
-from smoke import paths, proc, report, stages
+from smoke import paths, proc, protocol, report, stages
 from smoke.backends import cuda_checks
 from smoke.checks import exported, installed, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
 from smoke.environment import download, installer, loaderenv
 from smoke.environment import folders as owned
-from smoke.environment.follow import StopChild, judge_child, run_child
+from smoke.environment.follow import ChildEvents, StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.readers import pairing, settings
 from smoke.readers import wheel as wheels
@@ -439,33 +439,8 @@ def child_run(state: RowRun) -> bool:
     cmd = [str(env.python), "-S", "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
-    def on_probe(facts: dict) -> None:
-        if options.overlap and not installed_checks(run, row, wheel, facts, options):
-            raise StopChild
-
-    def on_ask(asked: dict) -> dict:
-        """The child's questions (smoke.child.ask), answered by the parent's readers and checks."""
-        if asked.get("question") == "exported":
-            results, answer = exported.judge_exports(row.backend, workdir, asked)
-            for result in results:
-                emit(run, result)
-            return answer
-        if asked.get("question") == "program":
-            path = Path(str(asked.get("path")))
-            if not _inside(path.resolve(), workdir.resolve()):
-                return {"error": f"{path} is outside the work folder {workdir}"}
-            return exported.program_facts(path)
-        return {"error": f"no such question: {asked.get('question')!r}"}
-
-    def on_started() -> None:
-        """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""
-        if not files.take():
-            raise StopChild
-
     with machine("the child's record and log", workdir, "--workdir"):
-        outcome = run_child(cmd, record, log, options.timeout, state.child_env, lambda r: emit(run, r),
-                            lambda name, seconds: run.phases.append({"name": name, "seconds": seconds}), on_probe, on_ask,
-                            cwd=state.code, on_started=on_started)
+        outcome = run_child(cmd, record, log, options.timeout, state.child_env, RowEvents(state, files), cwd=state.code)
     if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
         return False
     machine_failure(run, workdir)
@@ -480,6 +455,47 @@ def child_run(state: RowRun) -> bool:
         emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
                                                f"{'; '.join(unrun)}", unrun=unrun))
     return True
+
+
+class RowEvents(ChildEvents):
+    """The row's answers to its child (``smoke.environment.follow``): each check emitted, each phase timed, the
+    environment's checks on its probe, its questions answered by the parent's readers and checks, the file checks
+    taken as it starts."""
+
+    def __init__(self, state: RowRun, files: FileWork) -> None:
+        assert state.work is not None
+        self.state, self.files, self.workdir = state, files, state.work.path
+
+    def check(self, result: CheckResult) -> None:
+        emit(self.state.run, result)
+
+    def phase(self, name: str, seconds: float | None) -> None:
+        self.state.run.phases.append({"name": name, "seconds": seconds})
+
+    def probe(self, facts: dict) -> None:
+        state = self.state
+        assert state.wheel is not None
+        if state.options.overlap and not installed_checks(state.run, state.row, state.wheel, facts, state.options):
+            raise StopChild
+
+    def ask(self, question: protocol.Ask) -> dict:
+        """The child's questions (smoke.child.ask), answered by the parent's readers and checks."""
+        if question.question == "exported":
+            results, answer = exported.judge_exports(self.state.row.backend, self.workdir, question.data)
+            for result in results:
+                emit(self.state.run, result)
+            return answer
+        if question.question == "program":
+            path = Path(str(question.data.get("path")))
+            if not _inside(path.resolve(), self.workdir.resolve()):
+                return {"error": f"{path} is outside the work folder {self.workdir}"}
+            return exported.program_facts(path)
+        return {"error": f"no such question: {question.question!r}"}
+
+    def started(self) -> None:
+        """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""
+        if not self.files.take():
+            raise StopChild
 
 
 # A row, top to bottom: each step takes the run as the steps before it left it, and says whether the run goes on.

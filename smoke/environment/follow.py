@@ -12,7 +12,6 @@ thousands of times that. The log's tail is read by seeking (``proc.file_tail``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from smoke import paths, proc
+from smoke import paths, proc, protocol
 from smoke.console import say
 from smoke.results import CheckResult, failed
 from smoke.stages import CHILD_PROCESS
@@ -61,71 +60,90 @@ class ChildOutcome:
 
 
 class StopChild(Exception):
-    """Raised by a callback to end the child now (fail-fast)."""
+    """Raised by a handler of ``ChildEvents`` to end the child now (fail-fast)."""
 
 
-def _no_answer(record: dict) -> dict:
-    return {"error": f"no answer to {record.get('question')!r}"}
+class ChildEvents:
+    """What the parent does with the child's messages (``smoke.protocol``), one object: a check reported, a phase
+    ended, the environment probed, a question asked, the child started. Each default does nothing (a question gets an
+    error); raising ``StopChild`` in one ends the child."""
+
+    def check(self, result: CheckResult) -> None:
+        pass
+
+    def phase(self, name: str, seconds: float | None) -> None:
+        pass
+
+    def probe(self, facts: dict[str, Any]) -> None:
+        pass
+
+    def ask(self, question: protocol.Ask) -> dict[str, Any]:
+        return {"error": f"no answer to {question.question!r}"}
+
+    def started(self) -> None:
+        """Once the child has started, before its record is read: the parent's own work that overlaps its start."""
 
 
-def _parse_line(line: str, outcome: ChildOutcome, on_check: Callable[[CheckResult], None],
-                on_phase: Callable[[str, float], None] = lambda name, seconds: None,
-                on_probe: Callable[[dict], None] = lambda facts: None,
-                on_ask: Callable[[dict], dict] = _no_answer) -> dict | None:
+class _ChecksOnly(ChildEvents):
+    """A callable given for the checks alone (the tests' children, which report checks and nothing else)."""
+
+    def __init__(self, on_check: Callable[[CheckResult], object]) -> None:
+        self.on_check = on_check
+
+    def check(self, result: CheckResult) -> None:
+        self.on_check(result)
+
+
+def _events(events: ChildEvents | Callable[[CheckResult], object]) -> ChildEvents:
+    return events if isinstance(events, ChildEvents) else _ChecksOnly(events)
+
+
+def _parse_line(line: str, outcome: ChildOutcome, events: ChildEvents | Callable[[CheckResult], object]) -> dict | None:
     """Act on one record line; the answer to the child's question, where it asked one (``smoke.child.ask``)."""
+    events = _events(events)
     try:
-        record = json.loads(line)
-        kind = record["kind"]
-    except (ValueError, KeyError, TypeError, RecursionError):
-        outcome.bad(line)
+        message = protocol.decode(line)
+    except protocol.ProtocolError as exc:
+        outcome.bad(line if exc.quote_line else str(exc))
         return None
-    if kind == "check":
-        try:
-            result = CheckResult.from_json(record)
-        except (ValueError, OverflowError) as exc:  # a number past float, say
-            outcome.bad(str(exc))
-            return None
-        on_check(result)
-    elif kind == "phase":
-        if record.get("event") == "start":
-            outcome.last_phase = record.get("name")
+    if isinstance(message, protocol.Check):
+        events.check(message.result)
+    elif isinstance(message, protocol.Phase):
+        if message.event == "start":
+            outcome.last_phase = message.name
             outcome.phase_since, outcome.progress_said = time.monotonic(), 0
-            say(f"  ... {record.get('name')}")
+            say(f"  ... {message.name}")
         else:
             outcome.last_phase = outcome.phase_since = None
-            say(f"  ... {record.get('name')}: {record.get('seconds')} s")
-            on_phase(str(record.get("name")), record.get("seconds"))
-    elif kind == "facts":
-        outcome.facts = {k: v for k, v in record.items() if k != "kind"}
-    elif kind == "probe":
-        outcome.probe = {k: v for k, v in record.items() if k != "kind"}
-        on_probe(outcome.probe)
-    elif kind == "ask":
-        return on_ask(record)
-    elif kind == "end":
-        if outcome.token and record.get("token") == outcome.token:
+            say(f"  ... {message.name}: {message.seconds} s")
+            events.phase(message.name, message.seconds)
+    elif isinstance(message, protocol.Facts):
+        outcome.facts = message.data
+    elif isinstance(message, protocol.Probe):
+        outcome.probe = message.data
+        events.probe(outcome.probe)
+    elif isinstance(message, protocol.Ask):
+        return events.ask(message)
+    elif isinstance(message, protocol.End):
+        if outcome.token and message.token == outcome.token:
             outcome.finished = True
         else:  # written by what does not hold this run's token: code the wheel ran at start-up, say
             outcome.bad(f"an end record without this run's token: {line[:200]}")
     return None
 
 
-def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str],
-              on_check: Callable[[CheckResult], object],
-              on_phase: Callable[[str, float], None] = lambda name, seconds: None,
-              on_probe: Callable[[dict], None] = lambda facts: None,
-              on_ask: Callable[[dict], dict] = _no_answer, cwd: Path | None = None,
-              on_started: Callable[[], None] = lambda: None) -> ChildOutcome:
+def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str] | None,
+              events: ChildEvents | Callable[[CheckResult], object], cwd: Path | None = None) -> ChildOutcome:
     """Start the child and follow its record file until it exits or its time is up; then end
-    whatever it started and left running. Its questions (``smoke.child.ask``) are answered on its stdin.
-    It runs in ``cwd``, the folder it imports ``smoke`` from (``loaderenv.gate_code``; by default the gate's own).
-    ``on_started`` runs once the child has started, before its record is read (the parent's own work that overlaps
-    the child's start: its file checks, ``smoke.commands.gate``); raising ``StopChild`` there ends the child.
+    whatever it started and left running. Its messages go to ``events`` (a callable: its checks alone); its questions
+    are answered on its stdin. It runs in ``cwd``, the folder it imports ``smoke`` from (``loaderenv.gate_code``; by
+    default the gate's own).
 
     The first line on its stdin is a token made for this run (``TOKEN_BYTES`` random bytes): the child reads it
     before anything of the environment's runs (``python -S``, then ``site.main()``: ``smoke.child.__main__``), and
     its end record carries it. A child counts as finished only by an end record with the token: an end written by
     anything else, code a ``.pth`` file runs at start-up included, is a broken child, not a finished one."""
+    events = _events(events)
     outcome = ChildOutcome({}, False, None, False, None, [], token=secrets.token_hex(TOKEN_BYTES))
     record.touch()
     with log.open("wb") as log_handle, record.open("rb") as reader:
@@ -134,11 +152,11 @@ def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict
         _answer_line(child, outcome.token)
         try:
             try:
-                on_started()
+                events.started()
             except StopChild:
                 outcome.stopped = True
             if not outcome.stopped:
-                _follow(child, reader, log_handle, outcome, timeout, on_check, on_phase, on_probe, on_ask)
+                _follow(child, reader, log_handle, outcome, timeout, events)
         finally:  # Ctrl-C, SIGTERM (Interrupted), an error of ours, or its leftovers: nothing outlives us
             proc.end_group(child, grace=0 if child.returncode is not None or outcome.stopped else 5.0)
             if child.stdin is not None:
@@ -193,7 +211,7 @@ class _Lines:
 
 def _answer(child, answer: dict) -> None:
     """One JSON line on the child's stdin; a child that has gone hears nothing (its end is judged as ever)."""
-    _answer_line(child, json.dumps(answer))
+    _answer_line(child, protocol.encode_answer(answer))
 
 
 def _answer_line(child, text: str) -> None:
@@ -206,8 +224,7 @@ def _answer_line(child, text: str) -> None:
         pass
 
 
-def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on_check, on_phase, on_probe,
-            on_ask=_no_answer) -> None:
+def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, events: ChildEvents) -> None:
     """Read the record as it grows until the child exits, is stopped, runs out of time, or writes
     past a cap."""
     deadline = time.monotonic() + timeout
@@ -218,7 +235,7 @@ def _follow(child, reader, log_handle, outcome: ChildOutcome, timeout: float, on
             for line in lines.read(last=done):
                 if line is None:
                     outcome.bad(f"a record line longer than {RECORD_LINE_BYTES // MIB} MiB (not read)")
-                elif line.strip() and (answer := _parse_line(line, outcome, on_check, on_phase, on_probe, on_ask)) is not None:
+                elif line.strip() and (answer := _parse_line(line, outcome, events)) is not None:
                     _answer(child, answer)
         except StopChild:
             outcome.stopped = True

@@ -386,8 +386,8 @@ def test_a_child_check_that_failed_on_a_full_disk_is_not_a_fail_of_the_wheel(whe
     """The child's export meets the full disk and reports it as its check's failure: no FAIL verdict comes of it."""
     monkeypatch.setattr(environment, "built", lambda *a, **k: _built(tmp_path))
 
-    def child(cmd, record, log, timeout, env, on_result, *args, **kwargs):
-        on_result(failed("export (weighted)", f"OSError: [Errno {code}] {os.strerror(code)}: '{record.parent}/weighted/model.pte'"))
+    def child(cmd, record, log, timeout, env, events, *args, **kwargs):
+        events.check(failed("export (weighted)", f"OSError: [Errno {code}] {os.strerror(code)}: '{record.parent}/weighted/model.pte'"))
         return _Outcome()
 
     monkeypatch.setattr(gate_module, "run_child", child)

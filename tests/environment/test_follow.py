@@ -52,18 +52,19 @@ def test_a_child_that_exits_early_is_a_failure(tmp_path):
 
 
 def test_fail_fast_on_an_environment_check_ends_the_child_at_once(tmp_path):
-    # The child reports its probe, then would go on for a minute; the parent's callback stops it.
-    from smoke.environment.follow import StopChild
+    # The child reports its probe, then would go on for a minute; the parent's handler stops it.
+    from smoke.environment.follow import ChildEvents, StopChild
 
     probe = json.dumps({"kind": "probe", "torch": "2.13.0+cpu", "backends": []})
 
-    def stop(_facts):
-        raise StopChild
+    class Stop(ChildEvents):
+        def probe(self, facts):
+            raise StopChild
 
     record, log = tmp_path / "record.jsonl", tmp_path / "child.log"
     script = f"rec = open({str(record)!r}, 'a'); rec.write({probe!r} + '\\n'); rec.flush(); import time; time.sleep(60)"
     start = time.monotonic()
-    outcome = run_child([sys.executable, "-c", script], record, log, 30, dict(os.environ), lambda r: None, on_probe=stop)
+    outcome = run_child([sys.executable, "-c", script], record, log, 30, dict(os.environ), Stop())
     assert time.monotonic() - start < 15
     assert outcome.stopped and outcome.returncode is not None and outcome.returncode < 0  # killed
     assert judge_child(outcome, 30, log) is None  # the parent already printed the failure that stopped it
