@@ -20,9 +20,9 @@ from smoke.backends.cuda_checks import ARCHS as CUDA_ARCHS
 from smoke.backends.xnnpack import Xnnpack
 
 if TYPE_CHECKING:
+    from smoke.backends.row import RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
-    from smoke.rows import Row
     from smoke.stages import Check
 
 
@@ -55,7 +55,7 @@ class Backend(Protocol):
     def not_its_build(self, wheel: Wheel) -> str | None:
         """None when ``wheel`` is the kind of build its rows gate; else why not (``inspect`` with no ``--row``)."""
 
-    def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
+    def runpath_problems(self, wheel: Wheel, row: RowOf, libraries: Libraries) -> tuple[list[str], str]:
         """Its rule of ``library RUNPATH``: the problems, and what a PASS adds to its sentence."""
 
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -28,9 +28,9 @@ from smoke.backends.cuda_checks import (
 from smoke.stages import CUDA_DEVICE, Check
 
 if TYPE_CHECKING:
+    from smoke.backends.row import RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
-    from smoke.rows import Row
 
 
 def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
@@ -82,7 +82,7 @@ class Cuda:
     def not_its_build(self, wheel: Wheel) -> str | None:
         return None if cuda_train(wheel) else f"a CPU build (version {wheel.version}, no +cuXXX label)"
 
-    def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
+    def runpath_problems(self, wheel: Wheel, row: RowOf, libraries: Libraries) -> tuple[list[str], str]:
         return runpath_problems(wheel, row, libraries)
 
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -17,20 +17,19 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from smoke.readers import devicecode, releases
-from smoke.readers.wheel import Providers, marker_environment, read_member, shared_objects
+from smoke.readers.wheel import CUDA_LABEL, Providers, cuda_train, marker_environment, read_member, shared_objects
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import ENVIRONMENT, FILE, Check
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-    from smoke.backends.cuda import Cuda
+    from smoke.backends.row import RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
-    from smoke.rows import Row
 
 # The CUDA delegate's shared libraries, as each release's build recipe ships them, keyed by the first
 # release of the layout: data, with its upstream source, in smoke/readers/releases.json (cuda_delegate_libraries).
@@ -54,19 +53,24 @@ ARCHS = {
 }
 
 
-_LABEL = re.compile(r"^cu(\d+)$")
+class CudaRowBackend(Protocol):
+    """What these checks read of a CUDA row's backend (``smoke.backends.cuda.Cuda``, which imports this module)."""
+
+    @property
+    def archs(self) -> dict[str, tuple[str, ...]]: ...
+
+    @property
+    def layouts(self) -> tuple[tuple[str, tuple[str, ...]], ...]: ...
+
+    def layout(self, release: str) -> tuple[str, tuple[str, ...]] | None: ...
+
+
 _NAME_MAJOR = re.compile(r"-cu(\d+)$")
-
-
-def cuda_train(wheel: Wheel) -> str | None:
-    """'cu130' for a +cu130 wheel, None for a wheel with no CUDA local label."""
-    local = wheel.version.local or ""
-    return local if _LABEL.match(local) else None
 
 
 def _digits(train: str) -> str:
     """cu130 -> "130"; a train is a cuXXX label (``cuda_train`` gives only those)."""
-    match = _LABEL.match(train)
+    match = CUDA_LABEL.match(train)
     if match is None:
         raise ValueError(f"{train!r} is not a CUDA train such as cu130")
     return match.group(1)
@@ -78,7 +82,7 @@ def cuda_major(train: str) -> int:
     return int(digits[:-1]) if len(digits) > 1 else int(digits)
 
 
-def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
+def check_cuda_build(wheel: Wheel, row: RowOf, libraries: Libraries) -> CheckResult:
     """A CUDA row needs a CUDA build: a +cuXXX local label."""
     local = wheel.version.local or ""
     if cuda_train(wheel) is None:
@@ -89,11 +93,11 @@ def check_cuda_build(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
     return passed(CUDA_BUILD.name, f"+{local}, CUDA {cuda_major(local)}", local_version=local)
 
 
-def check_cuda_libraries(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
+def check_cuda_libraries(wheel: Wheel, row: RowOf, libraries: Libraries) -> CheckResult:
     """The delegate's shared libraries, where this release's build puts them, are in the wheel."""
 
     name = CUDA_LIBRARIES.name
-    backend = cast("Cuda", row.backend)  # a CUDA row's
+    backend = cast(CudaRowBackend, row.backend)  # a CUDA row's
     layout = backend.layout(wheel.release)
     if layout is None:
         first = min((since for since, _paths in backend.layouts), key=lambda v: tuple(map(int, v.split("."))))
@@ -178,7 +182,7 @@ def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | 
     return None
 
 
-def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
+def cuda_requirements(wheel: Wheel, row: RowOf) -> list[Requirement]:
     from packaging.utils import canonicalize_name
 
     env = marker_environment(row.machine, wheel)
@@ -189,7 +193,7 @@ def cuda_requirements(wheel: Wheel, row: Row) -> list[Requirement]:
     ]
 
 
-def check_cuda_runtime_declared(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
+def check_cuda_runtime_declared(wheel: Wheel, row: RowOf, libraries: Libraries) -> CheckResult:
     """Requires-Dist names the CUDA runtime wheels (markers evaluated for the row), of the label's CUDA major."""
     name = CUDA_RUNTIME_DECLARED.name
     declared = cuda_requirements(wheel, row)
@@ -231,7 +235,7 @@ def _reaches(wheel: Wheel, providers, target: str, soname: str) -> bool:
     return target.startswith("nvidia/") and provider is not None and provider != "the wheel"
 
 
-def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
+def runpath_problems(wheel: Wheel, row: RowOf, libraries: Libraries) -> tuple[list[str], str]:
     """The CUDA rule of ``library RUNPATH``: every library that links a CUDA library reaches it through
     an ``$ORIGIN`` entry, in the wheel or into a CUDA package the wheel declares."""
 
@@ -247,7 +251,7 @@ def runpath_problems(wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list
     return problems, f"; {len(linking)} link CUDA, each through an $ORIGIN entry into a declared package"
 
 
-def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
+def check_device_code(wheel: Wheel, row: RowOf, libraries: Libraries, cuobjdump: str | None = None) -> CheckResult:
     """Each library with GPU code has machine code for exactly the row's architectures, and PTX for the newest."""
 
     name = DEVICE_CODE.name
@@ -255,7 +259,7 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
     if train is None:
         # Not a defect of the device code: which list applies is unknown. CUDA build fails the row.
         return skipped(name, "not run: the wheel has no +cuXXX label, so no architecture list applies (see CUDA build)")
-    claimed = cast("Cuda", row.backend).archs.get(train)  # a CUDA row's
+    claimed = cast(CudaRowBackend, row.backend).archs.get(train)  # a CUDA row's
     if claimed is None:
         return failed(name, f"the {row.name} row has no architecture list for {train}: add one to smoke/backends/cuda.py "
                             "(upstream's .ci/scripts/wheel/cuda_arch_list.sh has the lists)")
@@ -299,7 +303,7 @@ def check_device_code(wheel: Wheel, row: Row, libraries: Libraries, cuobjdump: s
     return passed(name, f"{len(found)} libraries carry code for exactly {' '.join(claimed)}: {listed}", **measured)
 
 
-def check_cuda_libraries_resolve(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: Libraries) -> CheckResult:
+def check_cuda_libraries_resolve(wheel: Wheel, row: RowOf, facts: dict[str, Any], libraries: Libraries) -> CheckResult:
     """Each installed library that links CUDA finds every CUDA library it needs through its own
     $ORIGIN entries, resolved against site-packages as installed."""
     name = CUDA_LIBRARIES_RESOLVE.name

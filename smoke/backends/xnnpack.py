@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from smoke.stages import Check
 
 if TYPE_CHECKING:
+    from smoke.backends.row import RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
-    from smoke.rows import Row
 
 # The header XNNPACK puts before its flatbuffer (backends/xnnpack/serialization): magic, header
 # length, flatbuffer offset and size, constant data offset and size.
@@ -63,7 +63,7 @@ class Xnnpack:
         local = wheel.version.local or ""
         return f"a CUDA build (+{local}), which the CUDA rows gate" if local.startswith("cu") else None
 
-    def runpath_problems(self, wheel: Wheel, row: Row, libraries: Libraries) -> tuple[list[str], str]:
+    def runpath_problems(self, wheel: Wheel, row: RowOf, libraries: Libraries) -> tuple[list[str], str]:
         return [], ""
 
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:

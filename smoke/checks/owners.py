@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from smoke.backends.cuda_checks import cuda_train
 from smoke.readers import elf, releases
+from smoke.readers.wheel import cuda_train
 from smoke.results import CheckResult, failed, passed
 
 if TYPE_CHECKING:

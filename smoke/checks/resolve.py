@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from smoke.backends.cuda_checks import cuda_train
 from smoke.checks.policy import linux_tags, tag_policy
 from smoke.errors import NoTorchPairing
 from smoke.readers import elf, pairing, releases
-from smoke.readers.wheel import Providers, Wheel
+from smoke.readers.wheel import Providers, Wheel, cuda_train
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import ENVIRONMENT, FILE, Check
 
@@ -62,6 +61,13 @@ class Resolution:
     unresolved: tuple[tuple[str, str, str], ...]  # (file, soname, why not)
     # (file, soname, why): needs left to a dependency whose wheels the gate has not read, judged only end to end
     unjudged: tuple[tuple[str, str, str], ...] = ()
+    kinds: dict[str, str] = field(default_factory=dict)  # "file: soname" -> where it was found, as counted (FOUND_IN)
+
+
+# Where a need was found, as ``libraries resolve`` counts them.
+FOUND_IN = {"wheel": "in the wheel", "system": "a system library the policy allows", "driver": "the GPU driver, the machine's",
+            "loaded": "already loaded by the shipped files that load it", "declared": "declared dependencies",
+            "user-supplied": "user-supplied (the gate's policy)"}
 
 
 @dataclass(frozen=True)
@@ -210,7 +216,7 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
         ways = [met(p, soname, seen | {lib.path}) for p in loaders]
         return None if None in ways else "unjudged" if "unjudged" in ways else "met"
 
-    found, deferred, unresolved, unjudged = {}, [], [], []
+    found, deferred, unresolved, unjudged, kinds = {}, [], [], [], {}
     for lib in libraries.items:
         for soname in lib.needed:
             if _INTERPRETER.match(soname):
@@ -225,7 +231,8 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
             elif how is None:
                 way = met(lib, soname, frozenset())
                 if way == "met":
-                    found[f"{lib.path}: {soname}"] = "already loaded by the shipped files that load it"
+                    found[f"{lib.path}: {soname}"] = FOUND_IN["loaded"]
+                    kinds[f"{lib.path}: {soname}"] = "loaded"
                 elif way == "unjudged":
                     unjudged.append((lib.path, soname, "left to the shipped files that load it, which leave it to a "
                                                        "dependency the gate has not read"))
@@ -238,14 +245,15 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                 others = leads[lib.path, soname][2]
                 # which package holds it as installed the wheel file does not tell: the installed environment does
                 elsewhere = f" or {', '.join(others)} (not declared)" if others else ""
-                declared = "" if requirement.endswith("(user-supplied)") else " (declared)"
+                supplied = requirement.endswith("(user-supplied)")
+                declared = "" if supplied else " (declared)"
                 found[f"{lib.path}: {soname}"] = (f"{requirement}{declared}, in {target}{elsewhere}, as {said} ships it: "
                                                   "checked once installed")
+                kinds[f"{lib.path}: {soname}"] = "user-supplied" if supplied else "declared"
             else:
-                found[f"{lib.path}: {soname}"] = {"wheel": "in the wheel", "system": "a system library the policy allows",
-                                                  "driver": "the GPU driver, the machine's"}[how[0]] + (
-                    f": {how[1]}" if how[0] == "wheel" else "")
-    return Resolution(found, tuple(deferred), tuple(unresolved), tuple(unjudged))
+                found[f"{lib.path}: {soname}"] = FOUND_IN[how[0]] + (f": {how[1]}" if how[0] == "wheel" else "")
+                kinds[f"{lib.path}: {soname}"] = how[0]
+    return Resolution(found, tuple(deferred), tuple(unresolved), tuple(unjudged), kinds)
 
 
 def is_extension_module(path: str) -> bool:
@@ -359,10 +367,8 @@ def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> Che
                  f"a shipped library loaded with it defines ({', '.join(symbols[:2])}{' ...' if len(symbols) > 2 else ''}): the "
                  f"load fails on {'them' if len(symbols) > 1 else 'it'} (undefined symbol)" for path, symbols in unmet.items()]
     counts: dict[str, int] = {}
-    for how in resolution.found.values():
-        key = how.split(":")[0].split(" (declared)")[0]
-        key = "declared dependencies" if " (declared)" in how else "user-supplied (the gate's policy)" if "(user-supplied)" in how else key
-        counts[key] = counts.get(key, 0) + 1
+    for kind in resolution.kinds.values():
+        counts[FOUND_IN[kind]] = counts.get(FOUND_IN[kind], 0) + 1
     measured = {"needed": len(resolution.found) + len(resolution.unresolved) + len(resolution.unjudged),
                 "found": resolution.found, "deferred": [d.__dict__ for d in resolution.deferred],
                 "unjudged": {f"{path}: {soname}": why for path, soname, why in resolution.unjudged},

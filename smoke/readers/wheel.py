@@ -444,3 +444,12 @@ class Providers:
                 return f"{name} (user-supplied)"
         return None
 
+
+
+CUDA_LABEL = re.compile(r"^cu(\d+)$")  # a CUDA build's local version label: +cu130
+
+
+def cuda_train(wheel: Wheel) -> str | None:
+    """'cu130' for a +cu130 wheel, None for a wheel with no CUDA local label (what every row and check reads the same)."""
+    local = wheel.version.local or ""
+    return local if CUDA_LABEL.match(local) else None
