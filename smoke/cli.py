@@ -114,7 +114,8 @@ def inspect_main(argv: list[str], prog: str | None = None) -> int:
         from smoke.commands import inspect  # inside the edge: a tool of the gate's own missing is one ERROR line
 
         args = inspect_parser(prog).parse_args(argv)
-        return inspect.inspect(options.from_args(args, ("wheel", "fail_fast", "policy", "strict", "report_dir")), args.row)
+        return inspect.inspect(args.wheel, options.from_args(args, ("wheel", "fail_fast", "policy", "strict", "report_dir")),
+                               args.row)
 
     return _at_the_edge(work)
 

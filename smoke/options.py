@@ -10,12 +10,11 @@ to the child process, which parses them with the same entries (``child_parser``)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from smoke import paths, report
 from smoke.errors import GateError
@@ -145,13 +144,33 @@ ROW_OPTIONS: tuple[Opt, ...] = (
 )
 BY_DEST = {opt.dest: opt for opt in ROW_OPTIONS}
 
-if TYPE_CHECKING:
-    Options = Any  # made from the table when the gate runs: a type checker sees no fields it could check
-else:
-    Options = dataclasses.make_dataclass(
-        "Options", [(opt.dest, Any, dataclasses.field(default=opt.default)) for opt in ROW_OPTIONS],
-        namespace={"__doc__": "A row run's options, one field per entry of ROW_OPTIONS, with its default."},
-    )
+@dataclass
+class Options:
+    """A row run's options: one field per entry of ``ROW_OPTIONS``, of the type its entry's converter gives, with the
+    entry's default (``tests/test_options.py`` holds the two the same)."""
+
+    wheel: Path | None = None
+    wheel_index: str | None = None
+    wheel_version: str | None = None
+    pre: bool = False
+    python: str | None = None
+    constraints: Path | None = None
+    wheelhouse: Path | None = None
+    no_deps: bool = False
+    torch_from: Path | None = None
+    torch_index: str | None = None
+    venv_backend: str = "auto"
+    env_dir: Path | None = None
+    reuse_env: bool = False
+    workdir: Path | None = None
+    keep: bool = False
+    fail_fast: bool = False
+    timeout: float = 1800.0
+    overlap: bool = True
+    parallel_exports: str = "no"
+    policy: Path | None = None
+    strict: bool = False
+    report_dir: Path | None = None
 
 
 def add(parser: argparse.ArgumentParser, dests: Iterable[str] | None = None) -> None:
@@ -160,16 +179,16 @@ def add(parser: argparse.ArgumentParser, dests: Iterable[str] | None = None) -> 
         opt.add_to(parser)
 
 
-def from_args(args: argparse.Namespace, dests: Iterable[str] | None = None) -> Any:
+def from_args(args: argparse.Namespace, dests: Iterable[str] | None = None) -> Options:
     """The Options of parsed arguments: every entry read by its own name, none dropped."""
     return Options(**{d: getattr(args, d) for d in (dests if dests is not None else BY_DEST)})
 
 
-def for_environment(options: Any) -> dict[str, Any]:
+def for_environment(options: Options) -> dict[str, Any]:
     return {opt.dest: getattr(options, opt.dest) for opt in ROW_OPTIONS if opt.env}
 
 
-def child_arguments(options: Any) -> list[str]:
+def child_arguments(options: Options) -> list[str]:
     return [word for opt in ROW_OPTIONS if opt.child for word in opt.as_argument(getattr(options, opt.dest))]
 
 

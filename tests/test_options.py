@@ -29,3 +29,13 @@ def test_the_childs_arguments_come_from_the_same_table():
     parsed = options.child_parser(__import__("argparse").ArgumentParser()).parse_args(words)
     assert (parsed.fail_fast, parsed.overlap, parsed.parallel_exports) == (True, False, "yes")
     assert options.child_arguments(options.Options()) == []  # the defaults pass nothing
+
+
+def test_the_options_type_has_one_field_per_entry_with_the_entry_s_default():
+    """Options is a real type (mypy reads its fields); the table makes the command line: the two must agree."""
+    import dataclasses
+
+    from smoke import options
+
+    fields = {field.name: field.default for field in dataclasses.fields(options.Options)}
+    assert fields == {opt.dest: opt.default for opt in options.ROW_OPTIONS}

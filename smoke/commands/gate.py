@@ -84,8 +84,9 @@ def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
     if options.report_dir is not None:
         report.check_writable(options.report_dir, [Run(row.name).stem])
     report.check_step_summary()
-    folders = [("--env-dir", env_dir), ("--workdir", options.workdir), ("--report-dir", options.report_dir)]
-    folders = [(option, path) for option, path in folders if path is not None]
+    named: list[tuple[str, Path | None]] = [("--env-dir", env_dir), ("--workdir", options.workdir),
+                                            ("--report-dir", options.report_dir)]
+    folders = [(option, path) for option, path in named if path is not None]
     # The folders the gate empties, as its lines name them; the report folder only gets its two files.
     emptied = {"--env-dir": "environment folder", "--workdir": "work folder"}
     for option, path in folders:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from pathlib import Path
 
 from smoke import report
 from smoke.checks import shipped
@@ -43,12 +44,12 @@ def not_judged(wheel: wheels.Wheel, rows: list[Row]) -> list[str]:
             for row in rows_fitting(wheel) if row not in rows and row.backend.not_its_build(wheel)]
 
 
-def inspect(options: Options, names: list[str]) -> int:
+def inspect(wheel_path: Path, options: Options, names: list[str]) -> int:
     if options.report_dir is not None:
         report.check_writable(options.report_dir)
     report.check_step_summary()
     start = time.monotonic()
-    wheel = wheels.read_wheel(options.wheel)
+    wheel = wheels.read_wheel(wheel_path)
     policy = gate.policy_for(wheel, options)
     wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
     rows = rows_for(wheel, names)
@@ -62,8 +63,9 @@ def inspect(options: Options, names: list[str]) -> int:
     runs = [Run(row.name, mode="inspect", wheel=wheel.filename, wheel_size=wheel.size, wheel_sha256=wheel.sha256)
             for row in rows]
     with contextlib.ExitStack() as held:
-        for run in runs if options.report_dir is not None else []:  # each row's two reports, held until written
-            held.enter_context(gate.hold_reports(options.report_dir, run.stem))
+        if options.report_dir is not None:
+            for run in runs:  # each row's two reports, held until written
+                held.enter_context(gate.hold_reports(options.report_dir, run.stem))
         for row, run in zip(rows, runs):
             row_start = time.monotonic()
             gate.judged_by(run, policy, wheel, options)
