@@ -23,3 +23,31 @@ def test_ruff_finds_nothing():
 def test_mypy_finds_nothing():
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_third_party_import_of_the_tests_is_declared():
+    """requirements-test.txt (or the gate's own dependencies, which it installs) names the distribution of every
+    module the tests import: a fresh clone's `nox -s tests` needs nothing else."""
+    import ast
+    import importlib.metadata
+
+    import tomllib
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lines = (REPO / "requirements-test.txt").read_text().splitlines()
+    declared = {canonicalize_name(Requirement(line).name) for line in lines if line.strip() and not line.startswith(("#", "-"))}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared |= {canonicalize_name(Requirement(text).name) for text in project}
+    imported: set[str] = set()
+    for path in (REPO / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    distributions = importlib.metadata.packages_distributions()
+    third_party = imported - set(sys.stdlib_module_names) - {"smoke", "tests"}
+    undeclared = {module: distributions.get(module) for module in third_party
+                  if not {canonicalize_name(d) for d in distributions.get(module, [])} & declared}
+    assert undeclared == {}

@@ -221,8 +221,8 @@ def _env_dir_is_the_gates_own_folder(tmp):
     return ["--env-dir", REPO / ".gate"], "is the gate's own folder of environments and downloads"
 
 
-def _workdir_holds_the_checkout(tmp):
-    return ["--workdir", REPO.parent], "holds"
+def _workdir_holds_the_checkout(tmp):  # the checkout itself: its parent may hold the test's own folders (a clone in /tmp)
+    return ["--workdir", REPO], "holds"
 
 
 def _env_dir_holds_the_wheel(tmp):
