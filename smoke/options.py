@@ -134,7 +134,7 @@ ROW_OPTIONS: tuple[Opt, ...] = (
         "way; for the benchmark's before/after)", default=True, action="store_false", child=True),
     Opt("parallel_exports", "--parallel-exports", "yes: export the two models at once, the weightless one in a process "
         "of its own (not with --no-overlap); no: one after the other, the second reusing the first's compile "
-        "(default: no, the faster on the H200: docs/benchmarks.md)", default="no", choices=("yes", "no"), child=True),
+        "(default: no, the faster on the H200: docs/records/benchmarks.md)", default="no", choices=("yes", "no"), child=True),
     Opt("policy", "--policy", "the gate's policy for this wheel, a TOML file (default: [tool.executorch-wheel-gate] in the "
         "pyproject.toml of the folder the gate runs in, else the defaults: docs/policy.md)", type=path, metavar="FILE"),
     Opt("strict", "--strict", "warnings fail the run (default: the policy's strict, else no: docs/policy.md)", default=False,

@@ -376,8 +376,8 @@ def a_seed_run(row: str, *, fail: str | None = None, skip: str | None = None) ->
                results=[r.with_seconds(0.5) for r in results], seconds=2.0, exit_code=1 if fail else 0)
 
 
-# A real row's report: the emulated 1.5.1 aarch64 CPU row in docs/runs.
-REAL_REPORT = json.loads((REPO / "docs" / "runs" / "2026-12-03-local-emulated-aarch64" / "cpu_aarch64.json").read_text())
+# A real row's report: the emulated 1.5.1 aarch64 CPU row in docs/records/runs.
+REAL_REPORT = json.loads((REPO / "docs" / "records" / "runs" / "2026-12-03-local-emulated-aarch64" / "cpu_aarch64.json").read_text())
 WHEELS = {  # the real files: PyPI's 1.5.1 for cp311 (sha256 of .gate/test-wheels' x86_64 copy, and the report's)
     "cpu_aarch64": ("executorch-1.5.1-cp311-cp311-manylinux_2_28_aarch64.whl", REAL_REPORT["wheel"]["sha256"]),
     "cpu_x86_64": ("executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl",

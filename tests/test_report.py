@@ -51,10 +51,10 @@ def test_step_summary_is_appended_where_github_sets_it(tmp_path, monkeypatch):
 
 
 def test_the_h200_run_reports_follow_the_schema_they_were_written_with():
-    """The reports the CUDA and CPU rows wrote on the H200 (docs/runs), read back: schema 2, kept in docs/report-schema-2.json."""
+    """The reports the CUDA and CPU rows wrote on the H200 (docs/records/runs), read back: schema 2, kept in docs/report-schema-2.json."""
     from pathlib import Path
 
-    folder = Path(__file__).resolve().parent.parent / "docs" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
+    folder = Path(__file__).resolve().parent.parent / "docs" / "records" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
     paths = sorted(folder.glob("*.json"))
     assert {p.stem for p in paths} >= {"cuda_x86_64", "cpu_x86_64"}
     schema_2 = json.loads((REPO / "docs" / "report-schema-2.json").read_text())
@@ -154,9 +154,9 @@ def test_every_file_a_run_writes_names_the_wheels_sha256_and_the_gate_that_judge
 
 
 def test_a_report_of_schema_3_follows_the_schema_kept_for_it():
-    """The CUDA row's report from the device (docs/runs), written before reports named their gate: schema 3, kept in
+    """The CUDA row's report from the device (docs/records/runs), written before reports named their gate: schema 3, kept in
     docs/report-schema-3.json, and not schema 4."""
-    old = json.loads((REPO / "docs" / "runs" / "2026-12-05-device-after-redesign" / "cuda_x86_64.json").read_text())
+    old = json.loads((REPO / "docs" / "records" / "runs" / "2026-12-05-device-after-redesign" / "cuda_x86_64.json").read_text())
     assert old["schema"] == 3 and "gate" not in old
     jsonschema.validate(old, json.loads((REPO / "docs" / "report-schema-3.json").read_text()))
     with pytest.raises(jsonschema.ValidationError):

@@ -23,7 +23,7 @@ from smoke.results import CheckResult, failed, passed
 from smoke.stages import EXPORT
 
 # With --parallel-exports yes, the weightless model is exported by a helper process at the same
-# time as the weighted one. Not the default: on the H200 (docs/benchmarks.md) the two exports at
+# time as the weighted one. Not the default: on the H200 (docs/records/benchmarks.md) the two exports at
 # once each paid the first compile, while in series the second reused the first's and took a
 # quarter of the time, so the whole run was no faster, and in the second call slower.
 PARALLEL_LABEL = "weightless"

@@ -48,7 +48,7 @@ _SHOWN = {stages.DATA_FILE: ("data_file_bytes", "{} B"), stages.DELEGATE: ("pte_
           stages.RUN: ("max_abs_diff", "max abs diff {}")}
 
 # The most of a file the summary reads: the largest report the gate has written here is 23,154 B
-# (docs/runs, a CUDA row of 27 checks), so a report 45 times that is not one of the gate's.
+# (docs/records/runs, a CUDA row of 27 checks), so a report 45 times that is not one of the gate's.
 MAX_REPORT_BYTES = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _FIX = "it is not a report this gate wrote: rerun that row, or remove the file"

@@ -10,7 +10,7 @@ from smoke.checks import pipeline
 from smoke.rows import ROWS
 from tests.helpers import REPO
 
-H200_REPORT = REPO / "docs" / "runs" / "2026-12-03-h200-cuda-benchmark" / "reports" / "cuda_x86_64.json"
+H200_REPORT = REPO / "docs" / "records" / "runs" / "2026-12-03-h200-cuda-benchmark" / "reports" / "cuda_x86_64.json"
 
 
 # Declared after that run (issue "A PASS means the wheel works where its tag says").

@@ -352,7 +352,7 @@ def crashed_new(declared_x86_64, tmp_path_factory):
 
 
 def test_a_new_whose_child_crashed_is_a_regression_naming_it(declared_x86_64, crashed_new, tmp_path, monkeypatch, capsys):
-    """OLD: a real row that passed every check (the emulated 1.5.1 CPU row in docs/runs); NEW: the crashed run above.
+    """OLD: a real row that passed every check (the emulated 1.5.1 CPU row in docs/records/runs); NEW: the crashed run above.
     The two row runs are those reports; the rest of compare is real (the static part reads the wheel twice)."""
     runs = {"old": REAL_REPORT, "new": crashed_new}
     monkeypatch.setattr(compare, "run_row", lambda row, which, *args: runs[which])

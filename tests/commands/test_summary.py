@@ -2,7 +2,7 @@
 passed, failed and skipped, and hostile inputs to it (issue 23, classes 5 and 6).
 
 The hostile reports are written by the gate's own writer (``smoke.report.write``) from runs whose checks are
-a real row's (the emulated 1.5.1 aarch64 CPU row in docs/runs), then broken one way each. What a user sees
+a real row's (the emulated 1.5.1 aarch64 CPU row in docs/records/runs), then broken one way each. What a user sees
 is asserted: the exit code, its one ERROR or FAIL line, and, for the markup, the table as a Markdown
 renderer (markdown-it, CommonMark with GitHub's tables) shows it.
 """
@@ -424,7 +424,7 @@ def test_a_waived_check_a_row_must_execute_does_not_complete_a_release(tmp_path,
 
 
 def test_a_report_of_schema_2_follows_its_own_schema_and_the_summary_asks_for_a_rerun(tmp_path):
-    folder = REPO / "docs" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
+    folder = REPO / "docs" / "records" / "runs" / "2026-12-02-h200-s3-reports" / "reports"
     old = json.loads((folder / "cpu_x86_64.json").read_text())
     jsonschema.validate(old, json.loads((REPO / "docs" / "report-schema-2.json").read_text()))
     with pytest.raises(jsonschema.ValidationError):

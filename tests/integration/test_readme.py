@@ -48,12 +48,12 @@ def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, d
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "inspect-cpu_x86_64: PASSED: 12 passed, 0 failed, 0 skipped" in proc.stdout
     assert "uv binary not found" not in proc.stdout + proc.stderr
-    reports = REPO / "docs" / "runs" / "2026-12-05-device-after-redesign"  # the CUDA row's report of schema 3, from the GPU
+    reports = REPO / "docs" / "records" / "runs" / "2026-12-05-device-after-redesign"  # the CUDA row's report of schema 3, from the GPU
     proc = run(gate_python, "-m", "nox", "-s", "summary", "--", str(reports), "--release", "cuda")
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the aarch64 CUDA row has no report: not complete
     assert "FAIL cuda_aarch64: no report (the cuda release needs this row)" in proc.stdout
     assert "FAIL cuda_x86_64: failed (one runtime core, imports declared)" in proc.stdout
-    old = REPO / "docs" / "runs" / "2026-12-03-h200-cuda-build" / "reports"  # schema 2: read, and a rerun asked for
+    old = REPO / "docs" / "records" / "runs" / "2026-12-03-h200-cuda-build" / "reports"  # schema 2: read, and a rerun asked for
     proc = run(gate_python, "-m", "nox", "-s", "summary", "--", str(old), "--release", "cuda")
     assert proc.returncode == 2 and "has report schema 2, this gate reads 3 and 4: rerun that row" in proc.stderr, proc.stderr
 

@@ -6,7 +6,7 @@
 #   /tmp/own/v141/bin/pip install --no-deps torchao   # 0.18.0; the XNNPACK partitioner imports it
 # The 1.5.1 environment is the gate's own .venv (executorch 1.5.1, torch 2.13.0).
 set -u
-HERE=/work/main/docs/runs/2026-12-04-local-modules-meet
+HERE=/work/main/docs/records/runs/2026-12-04-local-modules-meet
 V141=/tmp/own/v141/bin/python V151=/work/main/.venv/bin/python
 export MEET_DIR=/tmp/own/meet141; mkdir -p $MEET_DIR
 filter() { grep -v -E "cpuinfo_utils|UserWarning|_conversion_method|torchao|KernelPreference|^  warnings.warn|return cls.__new__"; }
