@@ -26,7 +26,7 @@ class Row:
     description: str
     # The operating system the wheel is for (smoke.readers.systems): which file checks judge it
     # (smoke.checks.pipeline), and where the row can install and run it; on another host it runs its file
-    # checks and names the rest as skipped (smoke.commands.gate).
+    # checks and names the rest as skipped (smoke.engine.row).
     system: str = LINUX
 
 

@@ -70,7 +70,7 @@ def load_phase(model: str) -> str:
 MUST_EXECUTE = (*EXPORT.names(), *DELEGATE.names(), *DATA_FILE.names(), WEIGHTS.name, *RUN.names(), NEGATIVE.name,
                 PORTABLE.name)
 # A row that must execute and left one of MUST_EXECUTE unrun (skipped, or never reported) FAILs by this
-# result, which names them: it never PASSes with skips (smoke.commands.gate).
+# result, which names them: it never PASSes with skips (smoke.engine.row).
 EXECUTED = Check("must execute", CHILD, 98)
 
 

@@ -200,7 +200,7 @@ def test_a_second_run_on_a_held_folder_is_refused_at_once_and_the_lock_dies_with
 HOLD_REPORTS = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from smoke.commands import gate
+    from smoke.engine import row as gate
     with gate.hold_reports(Path(sys.argv[1]), sys.argv[2]):
         print("held", flush=True)
         time.sleep(60)

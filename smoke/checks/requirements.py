@@ -12,7 +12,7 @@
   torch that admits no line the gate has constraints for is then the gate's gap, an ERROR asking for ``--constraints``,
   not a verdict on the wheel.
 
-The environment is not built when this FAILs (``smoke.commands.gate.files_checked``): what would be installed is
+The environment is not built when this FAILs (``smoke.engine.row.files_checked``): what would be installed is
 not what the wheel declares.
 """
 

@@ -3,7 +3,7 @@
 The child imports none of the parent's readers or checks (pyproject.toml's ``forbidden`` contract), so what
 it wrote is judged by the parent: the child writes an ``Ask`` (``smoke.protocol``) to its record, and the parent,
 which follows the record as it grows (``smoke.environment.follow``), answers with one line on the child's stdin
-(``smoke.commands.gate``'s answers):
+(``smoke.engine.row``'s answers):
 
 - ``exported``: the two models' exports are written (``exported``: label -> whether the export happened,
   ``weight_matrix_bytes``): the parent judges ``delegate``, ``data file`` and ``weights in the data file`` on

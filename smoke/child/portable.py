@@ -55,7 +55,7 @@ def export_portable(model, example, folder: Path) -> Path:
     return pte
 
 
-# What the parent's program reader says of a program (smoke.commands.gate answers "program" so):
+# What the parent's program reader says of a program (smoke.engine.row answers "program" so):
 # {"bytes": N, "plans": [{"name", "delegate_ids", "operators"}]}, or {"error": why it cannot be read}.
 Reader = Callable[[Path], dict[str, Any]]
 

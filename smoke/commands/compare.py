@@ -8,7 +8,7 @@ OLD fits too), each on its own:
   By default each wheel runs its whole row (``python -m smoke ROW WHEEL``), each in its own environment
   with its own paired torch (``DIR/old-ROW``, ``DIR/new-ROW`` under ``--env-dir``, reused when built from the
   same wheel); ``--static-only`` runs the wheel-file checks alone, in this process, as ``inspect`` does;
-- **static drift** (``smoke.commands.drift``): files, sizes, Requires-Dist and the paired torch, RUNPATH, exported
+- **static drift** (``smoke.engine.drift``): files, sizes, Requires-Dist and the paired torch, RUNPATH, exported
   symbols, the platform policy the ELF files need;
 - **runtime drift** (not with ``--static-only``): the child's seeded models, exported and run by each wheel:
   their outputs compared with each other (``smoke.child.models``' tolerances) and with eager, the .pte and .ptd
@@ -40,8 +40,9 @@ from smoke import markup, paths, report, stages
 from smoke import options as opts
 from smoke.checks import pipeline, shipped
 from smoke.child.models import ATOL, RTOL
-from smoke.commands import drift, gate
 from smoke.console import say
+from smoke.engine import drift
+from smoke.engine import row as gate
 from smoke.errors import EXIT_FAILED, GateError
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, Row, check_machine

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from smoke import report
 from smoke.checks import shipped
-from smoke.commands import gate
 from smoke.console import say
+from smoke.engine import row as gate
 from smoke.options import Options
 from smoke.readers import wheel as wheels
 from smoke.report import Run

@@ -1,4 +1,4 @@
-"""smoke.commands.gate: a row's run, as ``python -m smoke ROW`` runs it.
+"""smoke.engine.row (through smoke.commands.gate): a row's run, as ``python -m smoke ROW`` runs it.
 
 A row that must execute never PASSes with the seed's checks skipped (``unexecuted``, smoke.stages.MUST_EXECUTE);
 a CPU build on a CUDA row with --fail-fast ends before any environment; a macOS or Windows row on this host
@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from smoke import cli, report, stages
-from smoke.commands import gate as gate_module
+from smoke.engine import row as gate_module
 from smoke.environment import build as environment
 from smoke.errors import GateError
 from smoke.results import failed, passed, skipped

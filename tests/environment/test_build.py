@@ -167,7 +167,7 @@ def _torch_line(tmp_path: Path, reuse_env: bool = False) -> str:
                                      **{**opts.for_environment(opts.Options()), "venv_backend": "uv", "reuse_env": reuse_env})
     wheel = read_wheel(_tiny_wheel(tmp_path / "in", "executorch", "1.5.1"))
     with environment.built(wheel, probe_interpreter(None), options, lambda line: None) as env:
-        return f"torch from {env.torch_source}"  # the line the row prints (smoke.commands.gate.environment_built)
+        return f"torch from {env.torch_source}"  # the line the row prints (smoke.engine.row.environment_built)
 
 
 def test_torch_from_a_local_wheel_folder_is_said_so(tmp_path, monkeypatch):

@@ -1,0 +1,602 @@
+"""The parent: one row from start to verdict, stage by stage.
+
+Read the wheel (``smoke.readers.wheel``), run the file checks (``smoke.checks.shipped`` and the backend's), build
+the environment (``smoke.environment.build``), run the child (``smoke.environment.follow``, ``smoke.child.run``) and judge
+the environment on what it reports (``smoke.checks.installed``), then write the reports (``smoke.report``)
+and print the verdict. Which checks each stage runs is ``smoke.checks.pipeline.for_row``.
+
+The parent imports nothing heavy (no torch, no executorch): it runs in nox's own
+interpreter and reads the child's record file as it grows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import itertools
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+from smoke import options as opts
+from smoke import paths, proc, protocol, report, stages
+from smoke.backends import cuda_checks
+from smoke.checks import exported, installed, pipeline, requirements, shipped
+from smoke.console import emit, error, phase, say
+from smoke.environment import build as environment
+from smoke.environment import download, installer, loaderenv
+from smoke.environment import folders as owned
+from smoke.environment.follow import ChildEvents, StopChild, judge_child, run_child
+from smoke.errors import EXIT_FAILED, GateError, MachineError
+from smoke.readers import pairing, settings
+from smoke.readers import wheel as wheels
+from smoke.readers.systems import LINUX, SYSTEMS, host, host_words
+from smoke.report import Run
+from smoke.results import CheckResult, Status, all_passed, failed, skipped, summary_line
+from smoke.rows import Row, check_host, check_machine, child_data
+
+OWN = paths.GATE
+
+
+def gate(row: Row, options: opts.Options) -> int:
+    """One row, start to verdict. The folders it takes (``smoke.environment.folders``: the work folder, the
+    environment) are context managers on one stack, released however the run ends."""
+    with contextlib.ExitStack() as stack:
+        with machine("the run", None, None):  # the last net: stages say which of their folders
+            return _gate(row, options, stack)
+
+
+@contextlib.contextmanager
+def machine(what: str, folder: Path | None, option: str | None) -> Iterator[None]:
+    """An OSError of the machine in a stage (a disk full, a read-only or vanished folder) is a
+    ``MachineError`` naming the folder and what to do, never a traceback or a FAIL of the wheel."""
+    try:
+        yield
+    except OSError as exc:
+        where = folder if folder is not None else Path(exc.filename).parent if exc.filename else None
+        at = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
+        fix = ("free space there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+               "make it writable" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else "see to it")
+        raise MachineError(f"{what}: {exc.strerror or exc} in {str(where) if where else 'a folder it writes'!r}{at}; "
+                           f"the machine, not the wheel: {fix}{f' (or pass another {option})' if option else ''}, then run again") from None
+
+
+def _inside(inner: Path, outer: Path) -> bool:
+    return inner == outer or inner.is_relative_to(outer)
+
+
+def _places(path: Path) -> tuple[Path, Path]:
+    """Where a path is: as given (a link a folder holds is in that folder) and where it leads."""
+    absolute = Path(os.path.abspath(path))
+    return Path(os.path.realpath(absolute.parent)) / absolute.name, Path(os.path.realpath(absolute))
+
+
+def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
+    """Every path the run will write, refused now, before any work, with one line naming the option:
+    the report folder and its two reports, the step summary, the environment and work folders (a path
+    the file system cannot hold; a file where a folder must be; a folder another gate run holds; folders inside one
+    another, which emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
+    if options.report_dir is not None:
+        report.check_writable(options.report_dir, [Run(row.name).stem])
+    report.check_step_summary()
+    named: list[tuple[str, Path | None]] = [("--env-dir", env_dir), ("--workdir", options.workdir),
+                                            ("--report-dir", options.report_dir)]
+    folders = [(option, path) for option, path in named if path is not None]
+    # The folders the gate empties, as its lines name them; the report folder only gets its two files.
+    emptied = {"--env-dir": "environment folder", "--workdir": "work folder"}
+    for option, path in folders:
+        if option in emptied:
+            report.check_length(path, option, f"pass a shorter {option}")
+            owned.check_place(path, option)
+            # Another run's folder, refused before anything is printed; only probed: the lock is still taken where the
+            # folder is used (the build, the work folder's claim), which refuses a run that took it in between.
+            owned.check_free(path, emptied[option], option)
+    folders = [(option, Path(os.path.realpath(path))) for option, path in folders]  # a link is where it leads
+    for (first, a), (second, b) in itertools.combinations(folders, 2):
+        if _inside(a, b) or _inside(b, a):
+            how = "is" if a == b else "is inside" if _inside(a, b) else "holds"
+            raise GateError(f"{first} {str(a)!r} {how} {second} {str(b)!r}: the gate empties its environment and work "
+                            f"folders, and the report folder is searched for reports; pass folders apart from one another")
+    inputs = [("the wheel", options.wheel), ("--constraints", options.constraints), ("--wheelhouse", options.wheelhouse),
+              ("--torch-from", options.torch_from),
+              ("the gate's checkout" if paths.CHECKOUT else "the gate's installed package", paths.CHECKOUT or paths.PACKAGE)]
+    for option, path in folders:
+        if option not in emptied:
+            continue
+        if path == OWN:
+            raise GateError(f"{option} {str(path)!r} is the gate's own folder of environments and downloads: pass a folder "
+                            f"of its own, or leave {option} out")
+        for name, given in inputs:
+            if given is not None and any(_inside(place, path) for place in _places(Path(given))):
+                raise GateError(f"{option} {str(path)!r} holds {name} {str(given)!r}, which the gate would empty away: "
+                                f"pass a folder of its own to {option}")
+
+
+def hold_reports(folder: Path, stem: str) -> contextlib.AbstractContextManager[None]:
+    """A row's two reports in the report folder, held by this run from its first step until they are written: a second
+    run writing the same reports there meanwhile is refused at once (one ERROR line naming the holder, exit 2) instead
+    of the two writing over each other's. One run after another replaces them, as before (``report.check_target``)."""
+    return owned.lock_file(folder / f".{stem}.lock", "report folder", "--report-dir")
+
+
+def _said_kept(folder: owned.Owned) -> None:
+    if (folder.path / "record.jsonl").exists():  # an interrupted run keeps its artifacts, as a failed one does
+        say(f"artifacts kept in {folder.path}")
+
+
+def _work_folder(stack: contextlib.ExitStack, path: Path) -> owned.Owned:
+    return stack.enter_context(owned.held(owned.claim(path, "work folder", "--workdir"), interrupted=_said_kept))
+
+
+@dataclasses.dataclass
+class RowRun:
+    """One row's run as its steps go: what each step found, for the steps after it."""
+    row: Row
+    options: opts.Options
+    stack: contextlib.ExitStack
+    run: Run
+    start: float
+    env_dir: Path
+    interpreter: wheels.Interpreter | None = None
+    wheel_path: Path | None = None
+    wheel: wheels.Wheel | None = None
+    policy: settings.Policy | None = None
+    constraints: Path | None = None
+    elsewhere: str | None = None  # why the installed half cannot run on this host (smoke.engine.row.away)
+    given_work: owned.Owned | None = None
+    env: environment.Env | None = None
+    code: Path | None = None  # where the processes in the environment import smoke from (loaderenv.gate_code)
+    child_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    work: owned.Owned | None = None
+    files: "FileWork | None" = None  # the file checks, running beside the environment's build and the child's start
+
+
+def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
+    """The row's steps (``STEPS``), in order, until one ends the run; then the verdict."""
+    state = RowRun(row, options, stack, Run(row.name), time.monotonic(), options.env_dir or paths.ENVS / row.name)
+    for step in STEPS:
+        if not step(state):
+            break
+    return finish(state.run, options, state.work, state.start)
+
+
+def outputs_and_input(state: RowRun) -> bool:
+    """Every path the run will write refused now, if it must be; the interpreter; the wheel (downloaded if none given)."""
+    options = state.options
+    check_outputs(state.row, options, state.env_dir)
+    if options.report_dir is not None:
+        state.stack.enter_context(hold_reports(options.report_dir, state.run.stem))
+    state.interpreter = wheels.probe_interpreter(options.python)
+    state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say,
+                                                               options.wheel_version, options.pre)
+    return True
+
+
+def wheel_read(state: RowRun) -> bool:
+    """The wheel read, its policy, and refused where it is not for this row, this interpreter or any known torch."""
+    run, row, options = state.run, state.row, state.options
+    assert state.wheel_path is not None and state.interpreter is not None
+    with phase(run, f"reading the wheel {state.wheel_path}"):
+        wheel = wheels.read_wheel(state.wheel_path)
+        state.policy = policy_for(wheel, options)
+        judged_by(run, state.policy, wheel, options)
+        state.wheel = wheel = dataclasses.replace(wheel, user_supplied=state.policy.user_supplied)
+        check_machine(wheel, row)
+        state.elsewhere = away(row)
+        run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
+        if state.elsewhere is None:
+            wheels.check_interpreter(wheel, state.interpreter)
+            check_host(state.interpreter, row)
+            state.constraints = pairing.constraints_for(wheel, options.constraints)
+    return True
+
+
+def policy_for(wheel: wheels.Wheel, options: opts.Options) -> settings.Policy:
+    """The policy for this wheel (--policy, or the pyproject.toml nox runs from), each waiver's check known."""
+    policy = settings.for_wheel(wheel, options.policy, paths.invoked_from())
+    policy.unknown_checks(pipeline.check_names())
+    return policy
+
+
+def judged_by(run: Run, policy: settings.Policy, wheel: wheels.Wheel, options: opts.Options) -> None:
+    """The run judged by the policy: recorded in its report, strict where it or --strict says, its waivers applied."""
+    run.policy = policy.to_json()
+    run.strict = bool(options.strict or policy.strict)
+    run.waivers = settings.Waivers(policy.waivers, wheel.version)
+
+
+def files_only_elsewhere(state: RowRun) -> bool:
+    """A row for another system: its file checks only, on any host; nothing is installed, the rest is skipped."""
+    if state.elsewhere is None:
+        return True
+    run, row, wheel = state.run, state.row, state.wheel
+    assert wheel is not None
+    say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}")
+    file_checks(run, row, wheel, state.options)
+    say(state.elsewhere)
+    facts = SYSTEMS[row.system]
+    skip_installed_half(state, f"not run: the {facts.words} row's installed half is not built yet" if not facts.installed_half
+                        else f"not run: the {row.name} row installs and runs the wheel on {facts.words} only (this host: "
+                             f"{host_words()})")
+    return False
+
+
+def wheel_said(state: RowRun) -> bool:
+    """What is judged, under which policy and constraints; a work folder given is claimed before anything is built."""
+    wheel, options, constraints = state.wheel, state.options, state.constraints
+    assert wheel is not None and state.policy is not None and constraints is not None
+    say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
+        f"constraints {constraints.relative_to(paths.HOME) if constraints.is_relative_to(paths.HOME) else constraints}")
+    say(state.policy.line())
+    if options.constraints is None and (made := pairing.pair(wheel)).by_rule:
+        say(f"torch paired by rule: {made.how}")
+    if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's
+        with machine("the work folder", options.workdir, "--workdir"):
+            state.given_work = _work_folder(state.stack, options.workdir)
+    return True
+
+
+class FileWork:
+    """The file checks, run in a thread of the parent while the environment is built or reused and the child starts
+    (issue 35: they took 1.6 s of the CPU row's start, the child waiting for them). Their results are printed and
+    recorded, in the pipeline's order, when the parent takes them (``take``): before the child's first report is read,
+    so the lines come as they did. ``done``: taken already, whether the run goes on after them."""
+
+    NAME = "checking what the wheel ships"
+
+    def __init__(self, run: Run, row: Row, wheel: wheels.Wheel, options: opts.Options, ready: dict[str, CheckResult]) -> None:
+        self.run, self.row, self.wheel, self.options, self.ready = run, row, wheel, options, ready
+        self.results: list[CheckResult] = []
+        self.libraries: shipped.Libraries | None = None
+        self.failure: BaseException | None = None
+        self.seconds = 0.0
+        self.taken: bool | None = None
+        self.cancelled = False  # the run ended without them (an error, an interrupt): stop after the check under way
+        self.read = threading.Event()  # the wheel's libraries read (or the reading failed): ``readable`` can answer
+        self.thread = threading.Thread(target=self._work, name="file checks", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        start = time.monotonic()
+        if (here := host()) is not None and here.name == LINUX:  # a thread's id is a task's there: this thread only
+            with contextlib.suppress(OSError):  # the child's imports and exports come first
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                               min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
+        try:
+            try:
+                self.libraries = shipped.read_libraries(self.wheel)
+            finally:
+                self.read.set()
+            for check in pipeline.for_row(self.row, stages.FILE):
+                if self.cancelled:
+                    break
+                result = self.ready.get(check.name) or stages.run_check(check, self.wheel, self.row, self.libraries)
+                self.results.append(result)
+                if not self.run.waived(result) and self.options.fail_fast:
+                    break
+        except BaseException as exc:  # noqa: BLE001 - raised again in the parent's thread (take)
+            self.failure = exc
+        finally:
+            self.seconds = round(time.monotonic() - start, 3)
+
+    def readable(self) -> bool:
+        """Wait for the wheel's libraries to be read (the first of the file checks' work); whether each could be. A
+        wheel whose libraries cannot be read (``architecture`` FAILs, naming each) is never installed: a build waits
+        for this. An error of the reading (a damaged archive) is raised here, at the edge."""
+        self.read.wait()
+        if self.libraries is None:
+            self.thread.join()
+            if self.failure is not None:
+                raise self.failure
+        return self.libraries is not None and not (self.libraries.unreadable or self.libraries.not_elf)
+
+    def stop(self) -> None:
+        """The thread ended with the run: nothing of the gate's runs after it."""
+        self.cancelled = True
+        self.thread.join()
+
+    def take(self) -> bool:
+        """Wait for the checks, print and record them; False where the run stops after them (fail-fast stopped them,
+        or the wheel ships libraries the gate cannot read). An error of theirs is raised here, at the edge."""
+        if self.taken is not None:
+            return self.taken
+        self.thread.join()
+        if self.failure is not None:
+            raise self.failure
+        say(f"  ... {self.NAME}")
+        self.run.libraries = self.libraries
+        go_on = True
+        for result in self.results:
+            if not emit(self.run, result) and self.options.fail_fast:
+                go_on = False
+        self.run.phases.append({"name": self.NAME, "seconds": self.seconds})
+        say(f"  ... {self.NAME}: {self.seconds:.1f} s")
+        if go_on and self.libraries is not None and (self.libraries.unreadable or self.libraries.not_elf):
+            say("the environment is not used: the wheel ships libraries the gate cannot read (see architecture)")
+            go_on = False
+        self.taken = go_on
+        return go_on
+
+
+def files_checked(state: RowRun) -> bool:
+    """The file checks started beside what comes next (``FileWork``); the environment is not built where the wheel is
+    a CPU build on a CUDA row, or where its torch requirement cannot be installed as declared (those two checks are
+    run first, here), nor, with fail-fast, where a file check failed (they are waited for here)."""
+    run, row, wheel, options = state.run, state.row, state.wheel, state.options
+    assert wheel is not None
+    requirement, build = requirements.TORCH_REQUIREMENT, cuda_checks.CUDA_BUILD
+    ready = {}
+    for first in (build, requirement):  # read from the wheel's metadata alone, in no time
+        if first in pipeline.for_row(row, stages.FILE):
+            ready[first.name] = stages.run_check(first, wheel, row, shipped.Libraries((), ()))
+    state.files = FileWork(run, row, wheel, options, ready)
+    state.stack.callback(state.files.stop)
+    if options.fail_fast and not state.files.take():  # fail-fast: nothing is built for a wheel a file check failed
+        return False
+
+    def failing(check: stages.Check) -> bool:
+        result = ready.get(check.name)
+        return result is not None and run.waived(result).status is Status.FAIL
+
+    if failing(build):  # a CPU build on a CUDA row: its CUDA checks cannot pass, and its own row is another
+        if not state.files.take():
+            return False
+        say(f"the environment is not built: the wheel is a CPU build, which the {row.name} row cannot run; its row is "
+            f"cpu_{row.machine} (see {build.name})")
+        skip_installed_half(state, f"not run: the wheel is a CPU build (see {build.name})")
+        return False
+    if failing(requirement):
+        if not state.files.take():
+            return False
+        if options.constraints is None:
+            say(f"the environment is not built: the wheel's requirements cannot be installed as declared beside its paired "
+                f"torch (see {requirement.name})")
+            skip_installed_half(state, f"not run: the environment is not built (see {requirement.name})")
+            return False
+    return True
+
+
+def skip_installed_half(state: RowRun, why: str) -> None:
+    """Every check of the environment and the child, recorded as skipped for ``why`` (printed, never silent)."""
+    for check in (*pipeline.for_row(state.row, stages.ENVIRONMENT), *pipeline.for_row(state.row, stages.CHILD)):
+        if check is not stages.CHILD_PROCESS:
+            for result_name in check.names():
+                emit(state.run, skipped(result_name, why))
+
+
+def environment_built(state: RowRun) -> bool:
+    """The environment built (or reused), and one loader environment for every process in it."""
+    run, options, wheel, interpreter = state.run, state.options, state.wheel, state.interpreter
+    assert wheel is not None and interpreter is not None and state.constraints is not None
+    env_options = environment.EnvOptions(env_dir=state.env_dir, constraints=state.constraints, **opts.for_environment(options))
+    reuse = environment.will_reuse(wheel, interpreter, env_options)
+    doing = ("reusing the environment in {}" if reuse else "building the environment in {}").format(env_options.env_dir)
+    backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
+    files = state.files
+    if files is not None and not reuse and not files.readable():
+        files.take()
+        say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
+        return False
+    try:
+        with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
+                machine("building the environment", state.env_dir, "--env-dir"):
+            state.env = env = state.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
+    except GateError as exc:
+        # Built beside the file checks (FileWork): a wheel they found damaged or unreadable fails the installer too, in
+        # its own many words; the file checks' one line names the cause and the fix.
+        if state.files is not None:
+            state.files.thread.join()
+            if isinstance(state.files.failure, GateError):
+                raise state.files.failure from exc
+        raise
+    run.torch_source = env.torch_source
+    say(f"torch from {env.torch_source}")
+    state.code = state.stack.enter_context(loaderenv.gate_code())
+    loader = loaderenv.for_environment(env.python, state.code)  # the child passes it on to its own processes
+    run.loader_env = loader.to_json()
+    say(loader.line())
+    state.child_env = loader.env
+    return True
+
+
+def environment_probed(state: RowRun) -> bool:
+    """The environment's checks, on a probe of its own (or, with --overlap, on the child's first report)."""
+    if state.options.overlap:
+        return True
+    assert state.env is not None and state.wheel is not None and state.code is not None
+    if state.files is not None and not state.files.take():  # the checks judge what the file checks read
+        return False
+    with phase(state.run, "probing the environment in a process of its own"):
+        facts = installed.run_probe(state.env.python, state.child_env, state.code)
+    return installed_checks(state.run, state.row, state.wheel, facts, state.options)
+
+
+def child_run(state: RowRun) -> bool:
+    """The child, in a work folder of the gate's, given its row as data; judged as it reports; a row that must
+    execute and did not run its must-execute checks FAILs."""
+    run, row, options, wheel, env, files = state.run, state.row, state.options, state.wheel, state.env, state.files
+    assert wheel is not None and env is not None and state.code is not None and files is not None
+    if not files.thread.is_alive() and not files.take():  # done already (a cold build is longer): no child to start
+        return False
+    if state.given_work is not None:
+        work = state.given_work
+        with machine("the work folder", work.path, "--workdir"):
+            work.empty()  # an earlier run's records are never read as this run's
+    else:
+        with machine("making a temporary work folder", Path(tempfile.gettempdir()), "--workdir, or TMPDIR"):
+            work = _work_folder(state.stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
+    state.work = work
+    workdir = work.path
+    record, log = workdir / "record.jsonl", workdir / "child.log"
+    row_file = workdir / "row.json"  # the child is given its row as data (smoke.child.row)
+    with machine("the work folder", workdir, "--workdir"):
+        record.write_text("")
+        row_file.write_text(json.dumps(child_data(row)), encoding="utf-8")
+    cmd = [str(env.python), "-S", "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
+    say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
+
+    with machine("the child's record and log", workdir, "--workdir"):
+        outcome = run_child(cmd, record, log, options.timeout, state.child_env, RowEvents(state, files), cwd=state.code)
+    if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
+        return False
+    machine_failure(run, workdir)
+    run.facts = outcome.facts
+    if options.overlap and outcome.probe is None:
+        for check in pipeline.for_row(row, stages.ENVIRONMENT):
+            emit(run, skipped(check.name, "not run: the child ended before it reported torch and the runtime (see child process)"))
+    verdict = judge_child(outcome, options.timeout, log)
+    if verdict is not None:
+        emit(run, verdict)
+    if row.execution_required and (unrun := unexecuted(run.results)):
+        emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
+                                               f"{'; '.join(unrun)}", unrun=unrun))
+    return True
+
+
+class RowEvents(ChildEvents):
+    """The row's answers to its child (``smoke.environment.follow``): each check emitted, each phase timed, the
+    environment's checks on its probe, its questions answered by the parent's readers and checks, the file checks
+    taken as it starts."""
+
+    def __init__(self, state: RowRun, files: FileWork) -> None:
+        assert state.work is not None
+        self.state, self.files, self.workdir = state, files, state.work.path
+
+    def check(self, result: CheckResult) -> None:
+        emit(self.state.run, result)
+
+    def phase(self, name: str, seconds: float | None) -> None:
+        self.state.run.phases.append({"name": name, "seconds": seconds})
+
+    def probe(self, facts: dict) -> None:
+        state = self.state
+        assert state.wheel is not None
+        if state.options.overlap and not installed_checks(state.run, state.row, state.wheel, facts, state.options):
+            raise StopChild
+
+    def ask(self, question: protocol.Ask) -> dict:
+        """The child's questions (smoke.child.ask), answered by the parent's readers and checks."""
+        if question.question == "exported":
+            results, answer = exported.judge_exports(self.state.row.backend, self.workdir, question.data)
+            for result in results:
+                emit(self.state.run, result)
+            return answer
+        if question.question == "program":
+            path = Path(str(question.data.get("path")))
+            if not _inside(path.resolve(), self.workdir.resolve()):
+                return {"error": f"{path} is outside the work folder {self.workdir}"}
+            return exported.program_facts(path)
+        return {"error": f"no such question: {question.question!r}"}
+
+    def started(self) -> None:
+        """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""
+        if not self.files.take():
+            raise StopChild
+
+
+# A row, top to bottom: each step takes the run as the steps before it left it, and says whether the run goes on.
+STEPS = (outputs_and_input, wheel_read, files_only_elsewhere, wheel_said, files_checked, environment_built,
+         environment_probed, child_run)
+
+
+def unexecuted(results) -> list[str]:
+    """The checks of ``stages.MUST_EXECUTE`` that were skipped or never reported, those for one reason together."""
+    by_name = {result.name: result for result in results}
+    why: dict[str, list[str]] = {}
+    for name in stages.MUST_EXECUTE:
+        result = by_name.get(name)
+        if result is None:
+            why.setdefault("not reported", []).append(name)
+        elif result.status is Status.SKIP:
+            why.setdefault(f"skipped: {result.reason}", []).append(name)
+    return [f"{', '.join(names)} ({reason})" for reason, names in why.items()]
+
+
+def away(row: Row) -> str | None:
+    """Why the row's environment and child cannot run on this host (a macOS or Windows row elsewhere), or None."""
+    facts = SYSTEMS[row.system]
+    if not facts.installed_half:
+        return (f"the {row.name} row's installed half (environment, export, load and run on {facts.words}) is not built yet: "
+                f"its file checks judged the wheel, on any host; the rest is skipped")
+    if (here := host()) is not None and here.name == row.system:
+        return None
+    return (f"the {row.name} row installs and runs the wheel on {facts.words} only, and this host is "
+            f"{host_words()}: its file checks judged the wheel here; run the row "
+            f"on {facts.words} (the workflow's {facts.runner}) for the rest")
+
+
+def machine_failure(run: Run, workdir: Path) -> None:
+    """A check the child failed because the machine refused a write (its disk full, its folder read-only)
+    judged nothing about the wheel: the run is an error naming the work folder, not a FAIL."""
+    said = {os.strerror(code) for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)}
+    for result in run.results:
+        if result.status is Status.FAIL and (found := next((text for text in said if text in result.reason), None)):
+            raise MachineError(f"{result.name} could not write to the work folder {str(workdir)!r}: {found}; the machine, "
+                               f"not the wheel: free space there or make it writable (or pass another --workdir), then "
+                               f"run again (the artifacts are kept there)")
+
+
+def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shipped.Libraries | None = None) -> bool:
+    """The checks on the wheel file itself (``smoke.checks.shipped``); False when fail-fast stops the run.
+    ``libraries``: the wheel's ELF files already read (``inspect`` reads them once for all its rows)."""
+    with phase(run, "checking what the wheel ships"):
+        run.libraries = libraries if libraries is not None else shipped.read_libraries(wheel)
+        for check in pipeline.for_row(row, stages.FILE):
+            result = emit(run, stages.run_check(check, wheel, row, run.libraries))
+            if not result and options.fail_fast:
+                return False
+    return True
+
+
+def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: opts.Options) -> bool:
+    """The checks on the installed environment (``smoke.checks.installed``); False when fail-fast stops the run."""
+    if options.torch_from is not None:
+        facts = {**facts, installed.TORCH_GIVEN: str(options.torch_from)}
+    for check in pipeline.for_row(row, stages.ENVIRONMENT):
+        result = emit(run, stages.run_check(check, wheel, row, facts, run.libraries))
+        if not result and options.fail_fast:
+            return False
+    return True
+
+
+def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
+    facts = run.facts
+    if facts:
+        device = facts.get("device") or {}
+        say(f"executorch {facts.get('executorch')}, torch {facts.get('torch')} (from {run.torch_source}), "
+            f"Python {facts.get('python')}, device {device.get('device_name', 'none')}{' ' + device['sm'] if 'sm' in device else ''}")
+    if run.waivers is not None:
+        for waiver in run.waivers.unmatched():
+            say(f"waiver unused: {waiver.words()} matched no finding of this run ({waiver.reason})")
+    ok = all_passed(run.results, run.strict)
+    run.exit_code = 0 if ok else EXIT_FAILED
+    run.seconds = time.monotonic() - start
+    unwritten = []  # the verdict stands and is printed even where a report cannot be written
+    if options.report_dir is not None:
+        try:
+            written = report.write(run, options.report_dir)
+            say(f"reports: {', '.join(str(p) for p in written)}")
+        except GateError as exc:
+            unwritten.append(str(exc))
+    try:
+        summary = report.append_step_summary(run)
+        if summary is not None:
+            say(f"step summary: appended to {summary}")
+    except OSError as exc:
+        unwritten.append(f"GITHUB_STEP_SUMMARY {os.environ.get('GITHUB_STEP_SUMMARY')!r} could not be appended to "
+                         f"({exc.strerror or exc})")
+    if work is not None:
+        if ok and not options.keep and options.workdir is None:
+            work.discard = True  # a temporary folder this run made and marked: removed as the run ends
+        else:
+            say(f"artifacts kept in {work.path}")
+    strict = " (strict: warnings fail)" if run.strict and any(r.status is Status.WARN for r in run.results) else ""
+    say(f"{run.stem}: {'PASSED' if ok else 'FAILED'}: {summary_line(run.results)}{strict} in {run.seconds:.1f} s")
+    for line in unwritten:
+        error(f"{line}; the verdict above stands (exit {run.exit_code}), without that file")
+    return run.exit_code
