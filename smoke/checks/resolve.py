@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
+from smoke.checks.owners import load_groups
 from smoke.checks.policy import linux_tags, tag_policy
 from smoke.errors import NoTorchPairing
 from smoke.readers import elf, pairing, releases
@@ -153,15 +154,7 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
     files = {posixpath.normpath(lib.path) for lib in libraries.items if lib.kind == "ET_DYN"}
     providers = Providers(wheel, row.machine)
     known = Known(wheel, row, providers)
-    by_name: dict[str, list[elf.Library]] = {}
-    for lib in libraries.items:
-        by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
-    needed_by: dict[str, list[elf.Library]] = {}
-    for lib in libraries.items:
-        for soname in lib.needed:
-            for dependency in by_name.get(soname, ()):
-                if dependency is not lib:
-                    needed_by.setdefault(dependency.path, []).append(lib)
+    loaders_of = needed_by(libraries)
 
     # (file, soname) -> ("wheel"|"system"|"driver"|"dependency"|"unjudged", detail)
     own: dict[tuple[str, str], tuple[str, Any]] = {}
@@ -210,7 +203,7 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
             return "unjudged" if own[lib.path, soname][0] == "unjudged" else "met"
         if is_extension_module(lib.path):
             return None  # Python loads it by its path, whoever else lists it: it must reach its needs itself
-        loaders = needed_by.get(lib.path, [])
+        loaders = loaders_of.get(lib.path, [])
         if not loaders or lib.path in seen:
             return None
         ways = [met(p, soname, seen | {lib.path}) for p in loaders]
@@ -296,43 +289,36 @@ OWN_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVKO]*(?:10executorch|5torch8executor)
 
 def unmet_symbols(libraries: Libraries, skip: frozenset[str] = frozenset()) -> tuple[dict[str, list[str]], int, int]:
     """Each file's undefined symbols of ExecuTorch's namespaces that the loader cannot bind from the shipped libraries:
-    those neither it nor a shipped library it loads (DT_NEEDED by file name, followed through) defines, and, for a
-    library that other shipped files load, that the scope of some file loading it does not define either (a library
+    those its own scope (it and the shipped libraries it loads: ``owners.load_groups``) does not define, and, for a
+    library only other shipped files load, that the scope of some file loading it does not define either (a library
     loaded as another's need binds its symbols in that one's scope: 1.2.0's patched AOTI shims take the runtime's from
-    ``_portable_lib``, which needs them; ``libraries load`` loads such a one so, end to end). How many undefined symbols
-    were judged so, and how many were left to libraries the gate does not read. The files in ``skip`` (a need already
-    unresolved) are not judged."""
-    by_name: dict[str, list[elf.Library]] = {}
-    for lib in libraries.items:
-        by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
-    loaders: dict[str, list[elf.Library]] = {}
-    for lib in libraries.items:
-        for name in lib.needed:
-            for dependency in by_name.get(name, ()):
-                loaders.setdefault(dependency.path, []).append(lib)
+    ``_portable_lib``, which needs them; ``libraries load`` loads such a one so, end to end). An extension module is
+    imported by its path, whoever else lists it (as ``resolve_needed``'s ``met``): its own scope must define them. How
+    many undefined symbols were judged so, and how many were left to libraries the gate does not read. The files in
+    ``skip`` (a need already unresolved) are not judged."""
+    groups = load_groups(libraries)
+    loaders = needed_by(libraries)
+    defined: dict[str, set[str]] = {}
 
-    def scope(start: elf.Library) -> set[str]:
-        seen, todo, defined = {start.path}, [start], set[str]()
-        while todo:
-            lib = todo.pop()
-            defined |= lib.exported
-            for name in lib.needed:
-                for dependency in by_name.get(name, ()):
-                    if dependency.path not in seen:
-                        seen.add(dependency.path)
-                        todo.append(dependency)
-        return defined
+    def scope(lib: elf.Library) -> set[str]:
+        if lib.path not in defined:
+            defined[lib.path] = set().union(*(member.exported for member in groups[lib.path]))
+        return defined[lib.path]
 
-    def roots(start: elf.Library) -> list[elf.Library]:  # the files that load it, through others, and nothing loads
+    def roots(start: elf.Library) -> list[elf.Library]:
+        """The files that load it, directly or through others, and are loaded by name: nothing loads them, or Python
+        imports them by their path. None for a file loaded by name itself."""
+        if is_extension_module(start.path):
+            return []
         seen, todo, found = {start.path}, list(loaders.get(start.path, ())), []
         while todo:
             lib = todo.pop()
             if lib.path in seen:
                 continue
             seen.add(lib.path)
-            if above := loaders.get(lib.path, []):
-                todo.extend(above)
-            else:
+            above = loaders.get(lib.path, [])
+            todo.extend(above)
+            if not above or is_extension_module(lib.path):
                 found.append(lib)
         return found
 
@@ -349,6 +335,20 @@ def unmet_symbols(libraries: Libraries, skip: frozenset[str] = frozenset()) -> t
         if missing:
             unmet[start.path] = sorted(missing)
     return unmet, judged, left
+
+
+def needed_by(libraries: Libraries) -> dict[str, list[elf.Library]]:
+    """Each shipped file's loaders: the shipped files that list it among their DT_NEEDED (by file name), itself left out."""
+    by_name: dict[str, list[elf.Library]] = {}
+    for lib in libraries.items:
+        by_name.setdefault(PurePosixPath(lib.path).name, []).append(lib)
+    loaders: dict[str, list[elf.Library]] = {}
+    for lib in libraries.items:
+        for soname in lib.needed:
+            for dependency in by_name.get(soname, ()):
+                if dependency is not lib:
+                    loaders.setdefault(dependency.path, []).append(lib)
+    return loaders
 
 
 def check_libraries_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:

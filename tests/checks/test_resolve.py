@@ -265,3 +265,29 @@ def test_a_symbol_the_loading_module_does_not_define_either_fails_naming_the_lib
     assert result.measured["symbols_unmet"][SHIMS] == [RUNTIME_ABORT]
     assert (f"{SHIMS} needs 1 symbol of ExecuTorch's that neither it nor a shipped library loaded with it defines "
             f"({RUNTIME_ABORT}): the load fails on it (undefined symbol)") in result.measured["problems"]
+
+
+# Every library of PyPI's 1.5.1 that lists `_C` among its needs.
+LOADERS_OF_C = ("executorch/extension/llm/runner/_llm_runner.cpython-311-x86_64-linux-gnu.so",
+                "executorch/extension/llm/custom_ops/libcustom_ops_aot_lib.so",
+                "executorch/kernels/quantized/libquantized_ops_aot_lib.so")
+
+
+def test_an_extension_module_other_libraries_load_still_binds_its_symbols_in_its_own_scope(declared_slim, tmp_path):
+    """Python imports an extension module by its path, whoever else lists it: `_C` without its DT_NEEDED on the profiler
+    cannot bind the profiler's symbols, though every library that loads `_C` is given that need."""
+    from tests.helpers import patchelf_path
+
+    patchelf = patchelf_path()
+    wheel = patched_member(declared_slim, C_MODULE, _folder(tmp_path / "c"), patchelf, "--remove-needed", "libexecutorch_etdump.so")
+    for n, loader in enumerate(LOADERS_OF_C):
+        wheel = patched_member(wheel, loader, _folder(tmp_path / f"loader-{n}"), patchelf, "--add-needed", "libexecutorch_etdump.so")
+    result = judge(resolve.LIBRARIES_RESOLVE, wheel)
+    assert result.status is Status.FAIL
+    assert C_MODULE in result.measured["symbols_unmet"], result.reason
+    assert all("6etdump" in symbol for symbol in result.measured["symbols_unmet"][C_MODULE]), result.measured["symbols_unmet"]
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir()
+    return path
