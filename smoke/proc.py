@@ -210,41 +210,36 @@ def end_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 _LOCK = threading.Lock()  # held while a process is forked and registered, and while orphans are looked for
 
-# The warden's work (``python -I -S -c``): signals that end the gate's group are not its; it reads what the gate tells
-# it until the pipe's end (the gate has exited, however), then kills every tree still registered, three times over
-# (a fork under way at the gate's death is a member by then).
-_WARDEN_CODE = r"""
-import os, signal, sys, time
-for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
-    signal.signal(getattr(signal, name), signal.SIG_IGN)
-groups, tokens = set(), set()
-for line in sys.stdin.buffer:
-    change, kind, value = line[:1], line[1:2], line[3:].decode(errors="replace").strip()
-    held = groups if kind == b"G" else tokens
-    held.add(value) if change == b"+" else held.discard(value)
-variable = sys.argv[1].encode() + b"="
-for _ in range(3):
-    for group in groups:
-        try:
-            os.killpg(int(group), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    if tokens and os.path.isdir("/proc"):
-        for name in os.listdir("/proc"):
-            try:
-                environ = open(f"/proc/{name}/environ", "rb").read() if name.isdigit() else b""
-            except OSError:
-                continue
-            carried = [e[len(variable):].decode(errors="replace").split() for e in environ.split(b"\0") if e.startswith(variable)]
-            if carried and tokens.intersection(carried[0]):
-                try:
-                    os.kill(int(name), signal.SIGKILL)
-                except OSError:
-                    pass
-    if not groups and not tokens:
-        break
-    time.sleep(0.1)
-"""
+# The warden's program: this module, imported from the folder that holds the gate's package (``_warden_main``).
+_WARDEN_CODE = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.proc import _warden_main; _warden_main()"
+
+
+def _warden_main() -> None:
+    """The warden's work: signals that end the gate's group are not its; it reads what the gate tells it until the
+    pipe's end (the gate has exited, however), then kills every tree still registered, its group and every process
+    carrying its token, three times over (a fork under way at the gate's death is a member by then)."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    groups: set[str] = set()
+    tokens: set[str] = set()
+    for line in sys.stdin.buffer:
+        change, kind, value = line[:1], line[1:2], line[3:].decode(errors="replace").strip()
+        held = groups if kind == b"G" else tokens
+        if change == b"+":
+            held.add(value)
+        else:
+            held.discard(value)
+    for _ in range(3):
+        for group in groups:
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(group), signal.SIGKILL)
+        for pid in _pids() if tokens else []:
+            if tokens.intersection(_tokens(pid)):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        if not groups and not tokens:
+            break
+        time.sleep(0.1)
 
 
 class _Warden:
@@ -252,7 +247,6 @@ class _Warden:
     gate still holds when the gate dies, by any signal, SIGKILL included, from whichever thread it started them."""
 
     process: subprocess.Popen | None = None
-    owner = 0  # the pid of the process that started it
     lock = threading.Lock()  # one writer on its pipe at a time
 
     @classmethod
@@ -260,8 +254,8 @@ class _Warden:
         """Tell the warden of a tree begun (``+G pgid``, ``+T token``; ``start``: the warden started now if need be,
         which ``start`` does under ``_LOCK``) or ended (``-G``, ``-T``)."""
         with cls.lock:
-            if start and (cls.process is None or cls.owner != os.getpid() or cls.process.poll() is not None):
-                cls.process, cls.owner = cls._start(), os.getpid()
+            if start and (cls.process is None or cls.process.poll() is not None):
+                cls.process = cls._start()
             if cls.process is None or cls.process.stdin is None:
                 return
             with contextlib.suppress(OSError, ValueError):
@@ -273,7 +267,8 @@ class _Warden:
         # Under ``_LOCK`` where ``start`` calls this, so its registration is one step to every orphan scan; a session
         # of its own (a terminal's Ctrl-C and a group's SIGTERM are the gate's to handle) in ``/``, holding no folder.
         try:
-            warden = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WARDEN_CODE, TREE_VARIABLE], stdin=subprocess.PIPE,
+            warden = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WARDEN_CODE, str(Path(__file__).resolve().parents[1])],
+                                      stdin=subprocess.PIPE,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)
         except OSError:
             return None
@@ -287,7 +282,7 @@ class _Warden:
         if cls.process is not None and cls.process.stdin is not None:
             with contextlib.suppress(OSError, ValueError):  # detached first: the file object never closes the fd again
                 cast("io.BufferedWriter", cls.process.stdin).detach().close()
-        cls.process, cls.owner, cls.lock = None, 0, threading.Lock()
+        cls.process, cls.lock = None, threading.Lock()
 
 
 def _after_fork_in_child() -> None:

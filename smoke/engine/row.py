@@ -441,7 +441,7 @@ def child_run(state: RowRun) -> bool:
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
-        outcome = run_child(cmd, record, log, options.timeout, state.child_env, RowEvents(state, files), cwd=state.code)
+        outcome = run_child(cmd, record, log, options.timeout, state.child_env, RowEvents(state), cwd=state.code)
     if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
         return False
     machine_failure(run, workdir)
@@ -463,9 +463,9 @@ class RowEvents(ChildEvents):
     environment's checks on its probe, its questions answered by the parent's readers and checks, the file checks
     taken as it starts."""
 
-    def __init__(self, state: RowRun, files: FileWork) -> None:
-        assert state.work is not None
-        self.state, self.files, self.workdir = state, files, state.work.path
+    def __init__(self, state: RowRun) -> None:
+        assert state.work is not None and state.files is not None
+        self.state, self.files, self.workdir = state, state.files, state.work.path
 
     def check(self, result: CheckResult) -> None:
         emit(self.state.run, result)
