@@ -290,6 +290,18 @@ def weights_baked_into_the_program_in_the_childs_fork(ctx):
     return negative_control(child_row(CPU_ROW.name), ctx.tmp / "model.pte", ctx.tmp, fork_control(ctx.tmp))
 
 
+def weights_baked_into_the_program_sent_early(ctx):
+    """The child's way where CUDA's driver is initialised (no fork): the control an interpreter of its own, started
+    early and sent the program as soon as the weighted export wrote it (``send_control``), judged at the end."""
+    from smoke.child.negative import negative_control, send_control, start_negative_process
+
+    weights_baked_into_the_program(ctx)  # writes the program
+    control = start_negative_process(ctx.tmp)
+    sent = send_control(control, ctx.tmp / "model.pte")
+    assert sent
+    return negative_control(child_row(CPU_ROW.name), ctx.tmp / "model.pte", ctx.tmp, control, sent=sent)
+
+
 # --- the child process -------------------------------------------------------------------------
 
 def child_crashes(ctx):
@@ -340,6 +352,8 @@ DEFECTS = [
     pytest.param(weights_baked_into_the_program, "negative control (weighted, no data file)",
                  "the weights are not coming from the data file", marks=slow),
     pytest.param(weights_baked_into_the_program_in_the_childs_fork, "negative control (weighted, no data file)",
+                 "the weights are not coming from the data file", marks=slow),
+    pytest.param(weights_baked_into_the_program_sent_early, "negative control (weighted, no data file)",
                  "the weights are not coming from the data file", marks=slow),
     (child_crashes, CHILD_PROCESS.name, "ended by SIGSEGV during 'load and run (weighted)'"),
     (child_hangs, CHILD_PROCESS.name, "killed after the 2 s time limit"),
@@ -392,3 +406,10 @@ def test_the_real_export_passes_the_run_and_the_negative_control(request, tmp_pa
 
     forked = negative_control(child_row(CPU_ROW.name), ctx.exported["weighted"] / "model.pte", tmp_path, fork_control(tmp_path))
     assert forked.status is Status.PASS and forked.measured["outcome"] in ("SIGSEGV", "SIGABRT", "error", "mismatch"), forked.line()
+    # the way where the fork cannot be made: an interpreter of its own, sent the program early (smoke.child.run)
+    from smoke.child.negative import send_control, start_negative_process
+
+    control = start_negative_process(tmp_path)
+    assert send_control(control, ctx.exported["weighted"] / "model.pte")
+    early = negative_control(child_row(CPU_ROW.name), ctx.exported["weighted"] / "model.pte", tmp_path, control, sent=True)
+    assert early.status is Status.PASS and early.measured["outcome"] in ("SIGSEGV", "SIGABRT", "error", "mismatch"), early.line()

@@ -234,12 +234,34 @@ def fork_together(workdir: Path) -> tuple[list[str], forks.Forked] | None:
     return modules, forks.fork(lambda: import_here(modules), workdir / "together-imports.log")
 
 
-def together_of(forked: tuple[list[str], forks.Forked], imported: list[str], torch_lib: str | None = None,
+def start_together(workdir: Path) -> tuple[list[str], forks.Started] | None:
+    """Every extension module the wheel ships imported into one fresh ``python -I`` (``_TOGETHER``), started now, beside
+    the exports: the child's way where it cannot fork (CUDA's driver initialised by its imports: ``forks.
+    device_initialised``), instead of a process started after its work (``together``). None where the distribution is
+    not installed. ``collect`` reads it as it reads the fork (``together_of``), with nothing imported before the modules."""
+    try:
+        modules = shipped_modules()
+    except metadata.PackageNotFoundError:
+        return None
+    import os
+
+    torch_lib = torch_outside()
+    env = {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
+    log = workdir / "together-imports.log"
+    with open(log, "wb") as out:  # a file, not a pipe: nobody reads it while it runs
+        process = proc.start([sys.executable, "-I", "-c", _TOGETHER, *modules], stdout=out, stderr=subprocess.STDOUT,
+                             env=env, background=True)
+    return modules, forks.Started(process, log)
+
+
+def together_of(forked: tuple[list[str], forks.Forked | forks.Started], imported: list[str], torch_lib: str | None = None,
                 timeout: float = IMPORT_TIMEOUT_S) -> dict | None:
-    """The fork's verdict, as ``together`` gives it: where it went wrong (the module being imported and which of the
-    modules before it bring it about, each alone before it in a fresh process), or None where fewer than two modules
-    imported alone. ``imported``: the modules that imported alone (a module that does not is judged by that)."""
+    """The fork's verdict (or the process's of ``start_together``), as ``together`` gives it: where it went wrong (the
+    module being imported and which of the modules before it bring it about, each alone before it in a fresh process),
+    or None where fewer than two modules imported alone. ``imported``: the modules that imported alone (a module that
+    does not is judged by that)."""
     modules, process = forked
+    first = AFTER if isinstance(process, forks.Forked) else None  # what the process imported before the modules
     if len(imported) < 2:
         proc.end(process)
         return None
@@ -257,13 +279,13 @@ def together_of(forked: tuple[list[str], forks.Forked], imported: list[str], tor
     ran = read_together(said, code, modules)
     found = together_incident(ran)
     if found is None or modules[found[0]] not in imported:
-        return {"modules": imported, "incident": None, "seconds": round(time.monotonic() - start, 3), "after_imports": AFTER}
+        return {"modules": imported, "incident": None, "seconds": round(time.monotonic() - start, 3), "after_imports": first}
     index, seen = found
     culprit = modules[index]
     after = [other for other in modules[:index] if other in imported
              and (hit := together_incident(import_together([other, culprit], torch_lib=torch_lib))) is not None and hit[0] == 1]
     return {"modules": imported, "incident": {"module": culprit, "after": after, "seen": seen},
-            "seconds": round(time.monotonic() - start, 3), "after_imports": AFTER}
+            "seconds": round(time.monotonic() - start, 3), "after_imports": first}
 
 
 # What the child had imported when it forked the process the modules are imported into together (smoke.child.run).
@@ -327,7 +349,7 @@ def start_extensions_process(workdir: Path, alone_only: bool = False) -> subproc
 
 
 def collect(started: subprocess.Popen | None, workdir: Path,
-            forked: tuple[list[str], forks.Forked] | None = None) -> CheckResult:
+            forked: tuple[list[str], forks.Forked | forks.Started] | None = None) -> CheckResult:
     """Wait for the imports' process (started now if it was not) and judge what it wrote; ``forked``: the imports into
     one process made by the child's fork (``fork_together``), judged with them (the process then imported each alone only;
     the child, which made the fork, ends it whether or not it is waited for here)."""

@@ -71,6 +71,27 @@ class Forked:
         return said, said
 
 
+class Started:
+    """A process of its own doing what a fork would (``smoke.child.extensions.start_together``), its output to ``log``:
+    it answers what a ``Forked`` answers where the child reads one (``poll``, ``kill``, ``wait``, ``log``)."""
+
+    def __init__(self, process: subprocess.Popen, log: Path) -> None:
+        self.process, self.log = process, log
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.process.wait(timeout)
+
+
 # What cuDeviceGetCount answers before cuInit (CUDA's driver API, cuda.h: CUDA_ERROR_NOT_INITIALIZED).
 CUDA_ERROR_NOT_INITIALIZED = 3
 

@@ -42,9 +42,27 @@ def fork_control(workdir: Path) -> forks.Forked:
     return forks.fork(lambda: negative_main("-", workdir / "negative.json"), workdir / "negative.log", pipe=True)
 
 
+def send_control(control: "subprocess.Popen | forks.Forked", pte: Path) -> bool:
+    """Give the control's process, started early, the program to load now, so that it loads while the child works on
+    (``negative_control`` then waits for its verdict); True once sent. A process that has ended already (its stdin
+    closed) is judged by ``negative_control`` as it ended."""
+    if isinstance(control, forks.Forked):
+        control.send(f"{pte}\n")
+        return True
+    if control.stdin is None:
+        return False
+    try:
+        control.stdin.write(f"{pte}\n")
+        control.stdin.flush()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def negative_control(row: "ChildRow", pte: Path, workdir: Path,
-                     started: "subprocess.Popen | forks.Forked | None" = None) -> CheckResult:
-    """Load the weighted program WITHOUT its data file, in a process of its own.
+                     started: "subprocess.Popen | forks.Forked | None" = None, sent: bool = False) -> CheckResult:
+    """Load the weighted program WITHOUT its data file, in a process of its own (``started`` early, and ``sent`` the
+    program by ``send_control`` where it was).
 
     It must not give eager's answer: a crash or an error is the expected outcome;
     a match means the weights are not coming from the data file.
@@ -52,7 +70,7 @@ def negative_control(row: "ChildRow", pte: Path, workdir: Path,
     name = NEGATIVE.name
     control = started or start_negative_process(workdir)
     try:
-        _out, stderr = control.communicate(f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
+        _out, stderr = control.communicate("" if sent and started else f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         proc.end(control)
         return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")

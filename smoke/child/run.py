@@ -26,20 +26,20 @@ from smoke.child import delegates, exports
 from smoke.child.ask import ask
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
-from smoke.child.extensions import fork_together, start_extensions_process
-from smoke.child.forks import Forked, device_initialised
+from smoke.child.extensions import fork_together, start_extensions_process, start_together
+from smoke.child.forks import Forked, Started, device_initialised
 from smoke.child.loads import collect as collect_loads
 from smoke.child.loads import fork_part, start_loads_process
 from smoke.child.loads import forkable as loads_forkable
 from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
-from smoke.child.negative import fork_control, negative_control, start_negative_process
+from smoke.child.negative import fork_control, negative_control, send_control, start_negative_process
 from smoke.child.portable import PHASE as PORTABLE_PHASE
 from smoke.child.portable import check_portable
 from smoke.child.probe import probe
 from smoke.child.row import ChildRow
 from smoke.record import FailFast, Recorder
 from smoke.results import Status, skipped
-from smoke.stages import EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, load_phase
+from smoke.stages import BESIDE_PHASE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, RUN, load_phase
 
 
 @dataclass
@@ -48,10 +48,11 @@ class Forks:
     # The negative control's process (smoke.child.negative.fork_control; an interpreter of its own where no fork could be
     # made: start_negative_process)
     negative: Forked | subprocess.Popen | None = None
-    together: tuple[list[str], Forked] | None = None  # the extension modules into one process (extensions.fork_together)
+    # The extension modules into one process: a fork (extensions.fork_together), or a fresh one (start_together)
+    together: tuple[list[str], Forked | Started] | None = None
     loads: dict[str, Forked] | None = None  # the loads' parts, "before" and "after" torch (smoke.child.loads.fork_part)
 
-    def processes(self) -> list[Forked | subprocess.Popen | None]:
+    def processes(self) -> list[Forked | Started | subprocess.Popen | None]:
         return [self.negative, self.together[1] if self.together else None, *(self.loads or {}).values()]
 
 
@@ -69,9 +70,10 @@ def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, par
         loads = start_loads_process(workdir)
 
     def collect_last() -> None:
-        rec.check(collect_imports(imports, workdir, forked.together))
-        for result in collect_loads(loads, workdir, forked.loads):
-            rec.check(result)
+        with rec.phase(BESIDE_PHASE):
+            rec.check(collect_imports(imports, workdir, forked.together))
+            for result in collect_loads(loads, workdir, forked.loads):
+                rec.check(result)
 
     try:
         try:
@@ -96,9 +98,11 @@ def fork_after_imports(workdir: Path, forked: Forks) -> None:
     process, each a process of its own without importing torch again (smoke.child.forks). Where the imports
     initialised CUDA's driver, a fork could not use the device (``device_initialised``): none is made, and each is a
     process of its own: the negative control's an interpreter started now, which imports torch and the runtime while
-    the exports run (``start_negative_process``), the imports' one started when they are collected (``collect_imports``)."""
+    the exports run (``start_negative_process``), the imports' one an interpreter started now too
+    (``start_together``), so that neither waits for the exports' end."""
     if device_initialised():
         forked.negative = start_negative_process(workdir)
+        forked.together = start_together(workdir)
         return
     forked.negative = fork_control(workdir)
     forked.together = fork_together(workdir)
@@ -139,7 +143,20 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     if blocked and helper is not None:
         proc.end(helper)
         helper = None
-    for label, (model, example) in built.items():
+    backends = registered_backends()
+    negative = forked.negative
+    weighted_pte = folders["weighted"] / "model.pte"
+
+    def control() -> bool:
+        """Whether the negative control has a program to load: the weighted one, written with its data file by a
+        delegate the runtime registers."""
+        return bool(exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends)
+
+    sent = False
+    # The weighted model first: its negative control's process loads it (without its data file) while this process
+    # exports the weightless one, instead of after both exports.
+    for label in sorted(built, key=lambda label: label != "weighted"):
+        model, example = built[label]
         name = EXPORT.of(label)
         if blocked:
             rec.check(skipped(name, f"not run: {blocked}"))
@@ -149,6 +166,8 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         if label == PARALLEL_LABEL and helper is not None:
             continue  # exported by the helper process, collected below
         exported[label] = export_here(rec, row, name, model, example, folders[label])
+        if label == "weighted" and negative is not None and control():
+            sent = send_control(negative, weighted_pte)
     if helper is not None:
         exported[PARALLEL_LABEL] = collect_export(rec, row, helper, folders[PARALLEL_LABEL], workdir)
 
@@ -157,11 +176,6 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     judged = ask(rec, "exported", exported=exported, weight_matrix_bytes=weight_matrix_bytes(built["weighted"][0]))
     data = {label: judged.get("data_file", {}).get(label) == Status.PASS.value for label in built}
 
-    backends = registered_backends()
-    negative = forked.negative
-    control = bool(exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends)
-    if control and isinstance(negative, Forked):
-        negative.send(f"{folders['weighted'] / 'model.pte'}\n")  # it loads while this process runs the programs
     for label, (model, example) in built.items():
         name = RUN.of(label)
         if not data[label]:
@@ -175,9 +189,9 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         rec.check(check_portable(workdir / "portable", lambda pte: ask(rec, "program", path=str(pte))))
 
     name = NEGATIVE.name
-    if control:
+    if control():
         with rec.phase(NEGATIVE_PHASE):
-            rec.check(negative_control(row, folders["weighted"] / "model.pte", workdir, negative))
+            rec.check(negative_control(row, weighted_pte, workdir, negative, sent=sent))
     else:
         rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
 

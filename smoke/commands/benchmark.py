@@ -28,6 +28,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -99,7 +100,9 @@ def floor(run: dict, import_alone: float) -> float:
 
 
 def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool, overlap: bool,
-            parallel: str | None = None) -> dict:
+            parallel: str | None = None, keep: Path | None = None) -> dict:
+    """One run of the row, timed; ``keep``: a path without suffix, where its output (``.log``) and report (``.json``)
+    are written too, so that what each check said in a measured run can be read."""
     with tempfile.TemporaryDirectory(prefix="gate-bench-") as reports:
         cmd = [sys.executable, "-m", "smoke", row, str(wheel), "--env-dir", str(env_dir), "--report-dir", reports, *extra]
         cmd += ["--reuse-env"] if reuse else []
@@ -114,6 +117,9 @@ def one_run(row: str, wheel: Path, env_dir: Path, extra: list[str], reuse: bool,
         if not report_path.is_file():
             raise GateError(f"the {row} run wrote no report (exit {ran.returncode}): {proc.tail(ran.stdout + ran.stderr)}")
         report = json.loads(report_path.read_text())
+        if keep is not None:
+            keep.with_suffix(".log").write_text(ran.stdout + ran.stderr, encoding="utf-8")
+            keep.with_suffix(".json").write_text(report_path.read_text(encoding="utf-8"), encoding="utf-8")
     phases: dict[str, float] = {}
     for entry in report["phases"]:
         phases[phase_key(entry["name"])] = phases.get(phase_key(entry["name"]), 0.0) + float(entry["seconds"] or 0)
@@ -178,15 +184,27 @@ def main(argv: list[str], prog: str = "nox -s benchmark --") -> int:
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="start no round of warm runs that would end past this many seconds from the start "
                              "(judged by the longest round so far); the table then shows the rounds that ran")
+    parser.add_argument("--log-dir", type=opts.path, metavar="DIR",
+                        help="keep each run's output and report in DIR (cold.log, VARIANT-N.log, .json), a folder the "
+                             "benchmark makes; it must not exist")
     args, extra = parser.parse_known_args(argv)
     started = time.monotonic()
+    if args.log_dir is not None:
+        try:
+            args.log_dir.mkdir(parents=True)
+        except FileExistsError:
+            raise GateError(f"--log-dir {args.log_dir} exists: name a folder that does not, the benchmark makes it") from None
+
+    def kept(name: str) -> Path | None:
+        return None if args.log_dir is None else args.log_dir / re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
+
     # A GateError (the wheel refused, a build that failed) ends the run at the edge (smoke.cli): one ERROR line, exit 2.
     env_dir = args.env_dir or paths.BENCH / args.row
     reading = time_reading(args.wheel, 20)
     cold = None
     if not args.no_cold:
         print(f"cold run: {args.row}, building the environment in {env_dir}", flush=True)
-        cold = one_run(args.row, args.wheel, env_dir, extra, reuse=False, overlap=True)
+        cold = one_run(args.row, args.wheel, env_dir, extra, reuse=False, overlap=True, keep=kept("cold"))
     kinds = [("overlap (default)", True, None), ("overlap, exports at once", True, "yes"), ("serial (--no-overlap)", False, None)]
     if (os.cpu_count() or 1) < 4:  # two exports at once on fewer cores: not worth a variant
         kinds.pop(1)
@@ -203,7 +221,8 @@ def main(argv: list[str], prog: str = "nox -s benchmark --") -> int:
             break
         round_start = time.monotonic()
         for name, overlap, parallel in kinds:
-            run = one_run(args.row, args.wheel, env_dir, extra, reuse=True, overlap=overlap, parallel=parallel)
+            run = one_run(args.row, args.wheel, env_dir, extra, reuse=True, overlap=overlap, parallel=parallel,
+                          keep=kept(f"{name} {i + 1}"))
             variants[name].append(run)
             print(f"run {i + 1}/{args.runs} {name}: {run['total']:.1f} s, verdict {run['verdict']}", flush=True)
         alone.append(time_import_alone(env_dir))

@@ -261,3 +261,62 @@ def test_the_real_module_and_another_import_together_and_say_so(real_files, tmp_
     assert result.status is Status.PASS, result.line()
     assert result.reason.startswith("all 2 import, each in a process of its own with a clean loader environment, and "
                                     "together into one process (")
+
+
+# The child's way where CUDA's driver was initialised by its imports (smoke.child.run.fork_after_imports): no fork, and
+# the modules' import into one process a fresh interpreter started at once, beside the exports. A stand-in driver that
+# answers as an initialised one (tests/child/test_forks.py) makes the child take that way; the process is waited for
+# to its end before the child collects anything, as the exports would be.
+STARTED_EARLY = """
+import ctypes, json, sys
+from pathlib import Path
+ctypes.CDLL(sys.argv[2])
+from smoke import proc
+from smoke.child import extensions, run
+work = Path(sys.argv[1])
+imports = extensions.start_extensions_process(work, alone_only=True)
+forked = run.Forks()
+run.fork_after_imports(work, forked)
+proc.end(forked.negative)
+modules, together = forked.together
+together.wait(120)
+ended = together.poll() is not None and together.log.stat().st_size > 0
+result = extensions.collect(imports, work, forked.together)
+print(type(together).__name__, ended)
+print(json.dumps(result.to_json()))
+"""
+
+
+def _started_early(python: Path, tmp_path: Path) -> tuple[str, CheckResult]:
+    from tests.child.test_forks import _driver
+
+    work = tmp_path / "work"
+    work.mkdir()
+    driver = _driver(tmp_path, 0)  # CUDA_SUCCESS: cuInit ran
+    ran = subprocess.run([python, "-c", STARTED_EARLY, work, driver], env=loaderenv.for_environment(python, REPO).env,
+                         cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    said, verdict = ran.stdout.splitlines()[-2:]
+    return said, CheckResult.from_json(json.loads(verdict))
+
+
+@needs_cc
+def test_with_the_driver_initialised_the_imports_together_run_beside_the_exports_and_still_fail(real_files, tmp_path):
+    twice = _registering_one_kernel(tmp_path)
+    python = _install(tmp_path / "venv", {**real_files, **twice})
+    said, result = _started_early(python, tmp_path)
+    assert said == "Started True"  # a process of its own, at its end before the child collected anything
+    assert result.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
+                             "(in name order) executorch.kernels_b registers again what was registered after "
+                             "executorch.kernels_a: Re-registering aten::add.out")
+
+
+@needs_cc
+def test_with_the_driver_initialised_the_imports_together_pass_and_say_so(real_files, tmp_path):
+    real_files["executorch/plain.cpython-311-x86_64-linux-gnu.so"] = _module(tmp_path, "plain", "")
+    python = _install(tmp_path / "venv", real_files)
+    said, result = _started_early(python, tmp_path)
+    assert said == "Started True"
+    assert result.status is Status.PASS, result.line()
+    assert result.reason.startswith("all 2 import, each in a process of its own with a clean loader environment, and "
+                                    "together into one process (")

@@ -23,3 +23,16 @@ def test_the_floor_is_the_import_measured_alone_plus_the_runs_exports_and_loads(
 def test_without_an_import_measured_alone_no_floor_is_claimed():
     lines = benchmark.table({"overlap (default)": [_run(13.5, (2.0, 1.0), (0.3, 0.2), 7.3)]})
     assert not any("floor" in line for line in lines)
+
+
+def test_a_log_dir_that_exists_is_refused_before_anything_runs(tmp_path):
+    import pytest
+
+    from smoke.errors import GateError
+
+    theirs = tmp_path / "logs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("a maintainer's")
+    with pytest.raises(GateError, match=r"--log-dir .*logs exists: name a folder that does not, the benchmark makes it"):
+        benchmark.main([str(tmp_path / "missing.whl"), "--log-dir", str(theirs)])
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
