@@ -18,7 +18,10 @@ the build in the lines printed ("1.2.0", "main"). The gate's own check functions
   ``data file`` where the keys name the content (main), else ``weights in the data file`` (1.2's method-name key is
   in both files), then ``run with data file`` (XNNPACK writes none for the weightless model: not made there);
 - outputs off by 0.01: the real program run with its real data file, 0.01 added to what it returned:
-  ``run with data file``.
+  ``run with data file``;
+- the weights left in the program, loaded without a data file by the negative control the child's way where it cannot
+  fork (CUDA's driver initialised by its imports): an interpreter of its own, started early and sent the program as
+  soon as it is written (``smoke.child.negative.send_control``): ``negative control``.
 The unchanged artifacts pass the same checks first (the control). One ``MUTANT`` line each; exit 1 if a
 mutant passed or the control failed. A mutant's load and run happens in a process of its own (this script with
 ``--run-one``): a runtime fed a data file without the weights may end its process (on main's CUDA build on the
@@ -29,6 +32,7 @@ ends so is that mutant's FAIL, named by its signal.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -41,6 +45,7 @@ from smoke.artifacts import read_data_file  # noqa: E402
 from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
 from smoke.child import delegates  # noqa: E402
 from smoke.child.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
+from smoke.child.negative import negative_control, send_control, start_negative_process  # noqa: E402
 from smoke.child.row import ChildRow  # noqa: E402
 from smoke.results import CheckResult, Status, failed  # noqa: E402
 from smoke.rows import ROWS, child_data  # noqa: E402
@@ -104,6 +109,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--run-one"]:
         return run_one(argv[1:])
     row, layout, work, outdir = ROWS[argv[0]], argv[1], Path(argv[2]), Path(argv[3])
+    # The negative control's process is ``python -m smoke.child.negative``: the gate's package from this checkout.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH"))))
     data_file = row.backend.data_file
     outdir.mkdir(parents=True, exist_ok=True)
     built = models()
@@ -130,6 +137,14 @@ def main(argv: list[str]) -> int:
     say("CONTROL", "run", check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file, model, example, backends),
         want_fail=False)
 
+    def control_sent_early(pte: Path, where: Path) -> CheckResult:
+        """The negative control as the child runs it where it cannot fork: its process started first, sent the program."""
+        where.mkdir(parents=True, exist_ok=True)
+        process = start_negative_process(where)
+        return negative_control(ChildRow(**child_data(row)), pte, where, process, sent=send_control(process, pte))
+
+    say("CONTROL", "negative control", control_sent_early(weighted / "model.pte", outdir / "negative-real"), want_fail=False)
+
     # Weights left in the program.
     inprogram = outdir / "weights-in-program"
     export(row, model, example, inprogram, external=False)
@@ -137,6 +152,8 @@ def main(argv: list[str]) -> int:
     if found.status is Status.PASS:
         found = check_weights_in_data_file(data_file, found.measured["data_file_bytes"], weightless_bytes, weight)
     say("MUTANT", "weights left in the program", found)
+    say("MUTANT", "weights left in the program (negative control)",
+        control_sent_early(inprogram / "model.pte", outdir / "negative-in-program"))
 
     # A declined partition.
     declined = outdir / "declined"
