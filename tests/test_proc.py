@@ -422,3 +422,48 @@ def test_a_gate_killed_with_sigkill_leaves_no_tree_it_started_from_a_thread(tmp_
         if gate.poll() is None:
             gate.kill()
             gate.wait()
+
+
+def test_reading_pip_s_configuration_beside_another_thread_s_commands_is_never_ended(tmp_path):
+    """The environment's build reads pip's configuration (``pip config list``) while the file checks' thread runs its
+    commands (``cuobjdump`` on the CUDA rows). Started with a bare ``subprocess.run``, that process was no registered
+    process of the gate's, so the other thread's end of its own command took it for an orphan and ended it: on the H100,
+    2026-12-06, ``ERROR reading pip's configuration failed (exit -15)``, with a correct wheel."""
+    from smoke.environment import installer
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull}
+
+    def reads():
+        return [installer.pip_sources(sys.executable, env) for _ in range(6)]
+
+    def commands():
+        return [proc.run(["/bin/true"], what="a short command", timeout=60) for _ in range(300)]
+
+    assert _from_two_threads(reads, commands) == []
+
+
+# Where the gate's processes may start: smoke.proc alone, so that every one is registered (``start``) and no thread's
+# end of its own command takes another's for an orphan. The child's forks (smoke.child.forks, smoke.child.loads) are
+# the child's, made while nothing else starts processes there, and are reaped by it; the loads' process replaces itself
+# (execve: no new process) to start with torch's folder in LD_LIBRARY_PATH.
+_STARTS = {("subprocess", name) for name in ("run", "Popen", "call", "check_call", "check_output", "getoutput",
+                                             "getstatusoutput")} | {("os", name) for name in (
+    "system", "popen", "fork", "forkpty", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "posix_spawn",
+    "posix_spawnp", "execv", "execve", "execvp", "execl")}
+_MAY_START = {"smoke/proc.py": None, "smoke/child/forks.py": {("os", "fork")}, "smoke/child/loads.py": {("os", "fork"), ("os", "execve")}}
+
+
+def test_every_process_the_gate_starts_goes_through_smoke_proc():
+    import ast
+
+    found = []
+    for path in sorted((REPO / "smoke").rglob("*.py")):
+        name = path.relative_to(REPO).as_posix()
+        allowed = _MAY_START.get(name, set())
+        if allowed is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                    and (node.func.value.id, node.func.attr) in _STARTS - allowed):
+                found.append(f"{name}:{node.lineno} {node.func.value.id}.{node.func.attr}")
+    assert found == []

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from smoke import markup, paths, report, stages
+from smoke import markup, paths, proc, report, stages
 from smoke import options as opts
 from smoke.checks import pipeline, shipped
 from smoke.child.models import ATOL, RTOL
@@ -160,8 +160,8 @@ def run_row(row: Row, which: str, wheel: wheels.Wheel, env_dir: Path, work: Path
     say(f"running {row.name} on {which.upper()} {wheel.filename} (log: {log})")
     start = time.monotonic()
     with open(log, "wb") as out, open(log, "rb") as written:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.HOME,
-                                   env={**os.environ, paths.INVOKED_FROM: str(paths.invoked_from())})
+        process = proc.start(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.HOME,
+                             env={**os.environ, paths.INVOKED_FROM: str(paths.invoked_from())})
         pending = bytearray()
         try:
             code = None

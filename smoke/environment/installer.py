@@ -21,7 +21,6 @@ import importlib.metadata
 import json
 import os
 import shutil
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass, field
@@ -155,11 +154,11 @@ def pip_sources(python: Path | str, env: Mapping[str, str]) -> Sources:
     """pip's configured sources, as the pip of ``python`` reads them in ``env`` (the gate asks its own
     interpreter's pip: the files and variables are the user's and the machine's, the same for any pip;
     only a pip.conf inside that interpreter's own prefix would differ, and a new environment has none)."""
-    try:
-        out = subprocess.run([str(python), "-m", "pip", "config", "list"], capture_output=True, text=True,
-                             env=dict(env), timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentBuildError(f"reading pip's configuration failed ({exc}): pass --venv-backend virtualenv") from exc
+    # Through smoke.proc, as every process the gate starts: it runs beside the file checks' thread, whose ends of their
+    # own processes end only what is no registered process of the gate's (a bare subprocess.run here was one: on the
+    # H100, 2026-12-06, it was ended with SIGTERM as the orphan of a cuobjdump run).
+    out = proc.run([str(python), "-m", "pip", "config", "list"], what="reading pip's configuration", error=EnvironmentBuildError,
+                   env=dict(env), timeout=120, check=False, fix="pass --venv-backend virtualenv")
     if out.returncode != 0:
         raise EnvironmentBuildError(f"reading pip's configuration failed (exit {out.returncode}): "
                                     f"{proc.tail(out.stdout + out.stderr)}; pass --venv-backend virtualenv")
