@@ -24,9 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from smoke import stages
 from smoke.backends import cuda  # noqa: E402
-from smoke.checks import shipped
+from smoke.checks import kinds, shipped
 from smoke.readers import devicecode  # noqa: E402
 from smoke.readers.wheel import read_wheel  # noqa: E402
 from smoke.readers.wheelcopy import rewrite_wheel  # noqa: E402
@@ -66,7 +65,7 @@ def main(wheel_path: str, out: str) -> int:
                                     backend=dataclasses.replace(ROWS["cuda_x86_64"].backend, archs={"cu130": torch_archs}))
     results = {}
     for row in (torch_row, ROWS["cuda_x86_64"]):
-        result = stages.run_check(cuda.DEVICE_CODE, wheel, row, libraries)
+        result = kinds.run_file(cuda.DEVICE_CODE, wheel, row, libraries)
         print(f"[{row.name}] {result.line()} ({result.seconds} s)")
         results[row.name] = result.to_json()
     Path(out, "device-code-on-torch.json").write_text(json.dumps({"library": chosen.name, "torch": torch.__version__,

@@ -12,9 +12,8 @@ This module imports nothing heavy: the child imports it inside the gate's enviro
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
 
 if TYPE_CHECKING:
     from smoke.results import CheckResult
@@ -25,12 +24,17 @@ STAGES = (FILE, ENVIRONMENT, CHILD)
 MODELS = ("weightless", "weighted")
 
 
+# A check's function: its stage's signature (``smoke.checks.kinds``: ``FileCheck``, ``EnvironmentCheck``), which mypy
+# holds each declared function to; a child's check has none.
+F = TypeVar("F", bound="Callable[..., CheckResult]", covariant=True)
+
+
 @dataclass(frozen=True)
-class Check:
+class Check(Generic[F]):
     name: str
     stage: str
     order: int  # its place in its stage
-    function: Callable[..., CheckResult] | None = None
+    function: F | None = None
     per_model: bool = False  # one result per model: "NAME (weightless)", "NAME (weighted)"
 
     def of(self, model: str) -> str:
@@ -40,19 +44,22 @@ class Check:
         return tuple(self.of(model) for model in MODELS) if self.per_model else (self.name,)
 
 
+# A check the child decides (or the parent, of the child itself): it has no function of the parent's.
+ChildCheck = Check["Callable[..., CheckResult]"]
+
 # Decided in the child (smoke.child.run, smoke.checks.exported), and by the parent about the child itself.
-CUDA_DEVICE = Check("CUDA device", CHILD, 10)  # a CUDA row's: smoke.child.delegates judges it
-EXPORT = Check("export", CHILD, 20, per_model=True)
-DELEGATE = Check("delegate", CHILD, 30, per_model=True)
-DATA_FILE = Check("data file", CHILD, 40, per_model=True)
-WEIGHTS = Check("weights in the data file", CHILD, 50)
-RUN = Check("run with data file", CHILD, 60, per_model=True)
-NEGATIVE = Check("negative control (weighted, no data file)", CHILD, 70)
+CUDA_DEVICE: ChildCheck = Check("CUDA device", CHILD, 10)  # a CUDA row's: smoke.child.delegates judges it
+EXPORT: ChildCheck = Check("export", CHILD, 20, per_model=True)
+DELEGATE: ChildCheck = Check("delegate", CHILD, 30, per_model=True)
+DATA_FILE: ChildCheck = Check("data file", CHILD, 40, per_model=True)
+WEIGHTS: ChildCheck = Check("weights in the data file", CHILD, 50)
+RUN: ChildCheck = Check("run with data file", CHILD, 60, per_model=True)
+NEGATIVE: ChildCheck = Check("negative control (weighted, no data file)", CHILD, 70)
 # A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.child.portable).
-PORTABLE = Check("portable kernels", CHILD, 75)
+PORTABLE: ChildCheck = Check("portable kernels", CHILD, 75)
 # Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.child.extensions).
-EXTENSIONS = Check("extension modules import", CHILD, 80)
-CHILD_PROCESS = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
+EXTENSIONS: ChildCheck = Check("extension modules import", CHILD, 80)
+CHILD_PROCESS: ChildCheck = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
 CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
@@ -74,13 +81,4 @@ MUST_EXECUTE = (*EXPORT.names(), *DELEGATE.names(), *DATA_FILE.names(), WEIGHTS.
                 PORTABLE.name)
 # A row that must execute and left one of MUST_EXECUTE unrun (skipped, or never reported) FAILs by this
 # result, which names them: it never PASSes with skips (smoke.engine.row).
-EXECUTED = Check("must execute", CHILD, 98)
-
-
-def run_check(check: Check, *args) -> "CheckResult":
-    """Run a parent-side check and record how long it took."""
-    if check.function is None:
-        raise ValueError(f"{check.name!r} is decided in the child, not by the parent")
-    start = time.monotonic()
-    result = check.function(*args)
-    return result.with_seconds(time.monotonic() - start)
+EXECUTED: ChildCheck = Check("must execute", CHILD, 98)

@@ -22,8 +22,8 @@ from pathlib import Path
 import jsonschema
 from markdown_it import MarkdownIt
 
-from smoke import markup, stages
-from smoke.checks import shipped
+from smoke import markup
+from smoke.checks import kinds, shipped
 from smoke.environment.follow import judge_child, run_child
 from smoke.readers.wheel import read_wheel
 from smoke.readers.wheelcopy import rewrite_wheel
@@ -209,7 +209,7 @@ def check(fn, wheel, row=CUDA_ROW):
 
 def judge(check, wheel_path: Path, row=CPU_ROW):
     wheel = read_wheel(wheel_path)
-    return stages.run_check(check, wheel, row, shipped.read_libraries(wheel))
+    return kinds.run_file(check, wheel, row, shipped.read_libraries(wheel))
 
 
 def patchelf_path() -> str:

@@ -20,7 +20,7 @@ from smoke.backends.cuda_checks import ARCHS as CUDA_ARCHS
 from smoke.backends.xnnpack import Xnnpack
 
 if TYPE_CHECKING:
-    from smoke.backends.row import RowOf
+    from smoke.backends.row import BackendEnvironmentCheck, BackendFileCheck, RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
     from smoke.stages import Check
@@ -45,8 +45,16 @@ class Backend(Protocol):
         """Does it write a data file for a model with no weights?"""
 
     @property
-    def checks(self) -> tuple[Check, ...]:
+    def checks(self) -> tuple[Check[Any], ...]:
         """Its own checks, at their places in each stage."""
+
+    @property
+    def file_checks(self) -> tuple[BackendFileCheck, ...]:
+        """Its own wheel-file checks (of ``checks``), each of the stage's signature (``smoke.checks.kinds``)."""
+
+    @property
+    def environment_checks(self) -> tuple[BackendEnvironmentCheck, ...]:
+        """Its own environment checks (of ``checks``), each of the stage's signature."""
 
     @staticmethod
     def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:

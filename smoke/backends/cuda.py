@@ -28,7 +28,7 @@ from smoke.backends.cuda_checks import (
 from smoke.stages import CUDA_DEVICE, Check
 
 if TYPE_CHECKING:
-    from smoke.backends.row import RowOf
+    from smoke.backends.row import BackendEnvironmentCheck, BackendFileCheck, RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
 
@@ -65,7 +65,13 @@ class Cuda:
     delegate_id: str = "CudaBackend"
     data_file: str = "aoti_cuda_blob.ptd"
     weightless_writes_data: bool = True  # the blob holds the compiled code, weights or none
-    checks: tuple[Check, ...] = (CUDA_BUILD, CUDA_LIBRARIES, CUDA_RUNTIME_DECLARED, DEVICE_CODE, CUDA_LIBRARIES_RESOLVE, CUDA_DEVICE)
+    file_checks: tuple[BackendFileCheck, ...] = (CUDA_BUILD, CUDA_LIBRARIES, CUDA_RUNTIME_DECLARED, DEVICE_CODE)
+    environment_checks: tuple[BackendEnvironmentCheck, ...] = (CUDA_LIBRARIES_RESOLVE,)
+
+    @property
+    def checks(self) -> tuple[Check[Any], ...]:
+        """Its own checks, at their places in each stage: the file and environment checks, and the device (the child's)."""
+        return (*self.file_checks, *self.environment_checks, CUDA_DEVICE)
 
     def layout(self, release: str) -> tuple[str, tuple[str, ...]] | None:
         """(first release of the layout, library paths) for a 'major.minor' release, or None before any."""

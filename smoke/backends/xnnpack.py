@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from smoke.stages import Check
 
 if TYPE_CHECKING:
-    from smoke.backends.row import RowOf
+    from smoke.backends.row import BackendEnvironmentCheck, BackendFileCheck, RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
 
@@ -53,7 +53,9 @@ class Xnnpack:
     delegate_id: str = "XnnpackBackend"
     data_file: str = f"{XNNPACK_DATA_TAG}.ptd"
     weightless_writes_data: bool = False  # none for a model without weights (executorch 1.2.0 and 1.5.1)
-    checks: tuple[Check, ...] = ()
+    checks: tuple[Check[Any], ...] = ()
+    file_checks: tuple[BackendFileCheck, ...] = ()
+    environment_checks: tuple[BackendEnvironmentCheck, ...] = ()
 
     @staticmethod
     def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from collections import defaultdict
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from smoke.checks.kinds import FileCheck
 from smoke.checks.resolve import Known
 from smoke.readers import elf
 from smoke.readers.wheel import Providers, hash_member, read_member
@@ -151,4 +152,4 @@ def _size(wheel: Wheel, member: str) -> str:
 
 
 DUPLICATE_CONTENT = Check("no duplicate content", FILE, 35, check_duplicate_content)
-CHECKS = (DUPLICATE_CONTENT,)
+CHECKS: tuple[FileCheck, ...] = (DUPLICATE_CONTENT,)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from smoke.checks.kinds import FileCheck
 from smoke.readers import native, releases
 from smoke.readers.systems import SYSTEMS, WINDOWS_LIBRARY
 from smoke.results import CheckResult, passed, warned
@@ -80,4 +81,4 @@ def check_foreign_files(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRe
 
 
 FOREIGN_FILES = Check("foreign files", FILE, 3, check_foreign_files)
-CHECKS = (FOREIGN_FILES,)
+CHECKS: tuple[FileCheck, ...] = (FOREIGN_FILES,)

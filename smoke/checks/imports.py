@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from packaging.utils import canonicalize_name
 
+from smoke.checks.kinds import FileCheck
 from smoke.readers.native import kind_of
 from smoke.readers.pe import PE_HEAD_SIZE
 from smoke.readers.systems import ELF, MACHO, PE
@@ -554,4 +555,4 @@ def check_imports_declared(wheel: Wheel, row: Row, libraries: Libraries) -> Chec
 
 
 IMPORTS_DECLARED = Check("imports declared", FILE, 36, check_imports_declared)
-CHECKS = (IMPORTS_DECLARED,)
+CHECKS: tuple[FileCheck, ...] = (IMPORTS_DECLARED,)

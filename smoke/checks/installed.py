@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from smoke import proc
+from smoke.checks.kinds import EnvironmentCheck
 from smoke.errors import GateError, NoTorchPairing
 from smoke.readers import pairing
 from smoke.readers.wheel import Wheel
@@ -89,4 +90,4 @@ def check_delegate_registers(wheel: Wheel, row: Row, facts: dict[str, Any], libr
 TORCH_GIVEN = "torch_given"
 TORCH_AGREES = Check("torch agrees", ENVIRONMENT, 10, check_torch_agrees)
 DELEGATE_REGISTERS = Check("delegate registers", ENVIRONMENT, 20, check_delegate_registers)
-CHECKS = (TORCH_AGREES, DELEGATE_REGISTERS)  # every row's; a backend adds its own (smoke.backends)
+CHECKS: tuple[EnvironmentCheck, ...] = (TORCH_AGREES, DELEGATE_REGISTERS)  # every row's; a backend adds its own (smoke.backends)

@@ -6,6 +6,7 @@ checks every row runs."""
 from __future__ import annotations
 
 from smoke.checks import imports, installed, policy, resolve, shipped
+from smoke.checks.kinds import EnvironmentCheck, FileCheck
 
-FILE_CHECKS = (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *imports.CHECKS)
-ENVIRONMENT_CHECKS = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS)
+FILE_CHECKS: tuple[FileCheck, ...] = (*shipped.CHECKS, *policy.CHECKS, *resolve.FILE_CHECKS, *imports.CHECKS)
+ENVIRONMENT_CHECKS: tuple[EnvironmentCheck, ...] = (*installed.CHECKS, *resolve.ENVIRONMENT_CHECKS)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from smoke.checks import installed, shipped
+from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.readers import elf, native
 from smoke.readers.systems import MACHO, MACOS
 from smoke.readers.wheel import Providers
@@ -276,7 +277,7 @@ PLATFORM_TAG = Check("platform tag", FILE, 5, check_minimum_macos)
 ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)
 RUNPATH = Check("library RUNPATH", FILE, 20, check_rpaths)
 RESOLVE = Check("libraries resolve", FILE, 21, check_dylibs_resolve)
-CHECKS = (PLATFORM_TAG, ARCHITECTURE, RUNPATH, RESOLVE)
+CHECKS: tuple[FileCheck, ...] = (PLATFORM_TAG, ARCHITECTURE, RUNPATH, RESOLVE)
 # The macOS wheel's own checks, as every system's (smoke.checks.linux): its files, its installed environment.
-FILE_CHECKS = (*CHECKS, shipped.RECORD)
-ENVIRONMENT_CHECKS = installed.CHECKS
+FILE_CHECKS: tuple[FileCheck, ...] = (*CHECKS, shipped.RECORD)
+ENVIRONMENT_CHECKS: tuple[EnvironmentCheck, ...] = installed.CHECKS

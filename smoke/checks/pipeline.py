@@ -9,9 +9,10 @@ declares (``smoke.backends``); ``for_row`` lists them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from smoke.checks import duplicates, foreign, linux, macos, requirements, startup, tagged, windows
+from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.child import loads
 from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS
 from smoke.rows import ROWS
@@ -25,18 +26,39 @@ if TYPE_CHECKING:
 BY_SYSTEM = {LINUX: linux, MACOS: macos, WINDOWS: windows}
 
 
-def common(system: str = LINUX) -> tuple[Check, ...]:
-    """Every row's checks, for a wheel of that system (``Row.system``)."""
+def common_file(system: str = LINUX) -> tuple[FileCheck, ...]:
+    """Every row's wheel-file checks, for a wheel of that system (``Row.system``)."""
     own = BY_SYSTEM[system]
-    return (*tagged.CHECKS, *foreign.CHECKS, *startup.CHECKS, *requirements.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS,
-            *own.ENVIRONMENT_CHECKS, *CHILD_CHECKS, *loads.CHECKS)
+    return (*tagged.CHECKS, *foreign.CHECKS, *startup.CHECKS, *requirements.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS)
 
 
-def for_row(row: Row, stage: str | None = None) -> list[Check]:
+def common(system: str = LINUX) -> tuple[Check[Any], ...]:
+    """Every row's checks, for a wheel of that system (``Row.system``)."""
+    return (*common_file(system), *BY_SYSTEM[system].ENVIRONMENT_CHECKS, *CHILD_CHECKS, *loads.CHECKS)
+
+
+def _backends(row: Row) -> bool:
+    return SYSTEMS[row.system].reads_elf  # a backend's file checks read ELF files
+
+
+def for_row(row: Row, stage: str | None = None) -> list[Check[Any]]:
     """The row's checks in the order they run (of one stage, or all)."""
-    own = row.backend.checks if SYSTEMS[row.system].reads_elf else ()  # a backend's file checks read ELF files
+    own = row.backend.checks if _backends(row) else ()
     declared = [c for c in (*common(row.system), *own) if stage is None or c.stage == stage]
     return sorted(declared, key=lambda c: (STAGES.index(c.stage), c.order))
+
+
+def file_checks(row: Row) -> list[FileCheck]:
+    """The row's wheel-file checks in the order they run (``for_row(row, FILE)``), each of the stage's signature."""
+    declared: list[FileCheck] = [*common_file(row.system), *(row.backend.file_checks if _backends(row) else ())]
+    return sorted(declared, key=lambda c: c.order)
+
+
+def environment_checks(row: Row) -> list[EnvironmentCheck]:
+    """The row's environment checks in the order they run (``for_row(row, ENVIRONMENT)``), of the stage's signature."""
+    declared: list[EnvironmentCheck] = [*BY_SYSTEM[row.system].ENVIRONMENT_CHECKS,
+                                        *(row.backend.environment_checks if _backends(row) else ())]
+    return sorted(declared, key=lambda c: c.order)
 
 
 def result_names(row: Row) -> list[str]:
@@ -51,7 +73,7 @@ def check_names() -> set[str]:
                              EXECUTED)}
 
 
-def declared(result: str) -> Check | None:
+def declared(result: str) -> Check[Any] | None:
     """The declared check a result's name belongs to ("data file (weighted)" -> DATA_FILE)."""
     backends = {row.backend.name: row.backend for row in ROWS.values()}.values()  # one of each kind the rows use
     for check in (*(c for system in BY_SYSTEM for c in common(system)), *(c for b in backends for c in b.checks)):

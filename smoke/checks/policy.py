@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from smoke.checks.kinds import FileCheck
 from smoke.errors import GateError
 from smoke.readers import elf
 from smoke.readers.wheel import Wheel, platform_machine
@@ -262,4 +263,4 @@ def auditwheel_version() -> str:
 
 PLATFORM_TAG = Check("platform tag", FILE, 5, check_platform_tag)
 ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)
-CHECKS = (PLATFORM_TAG, ARCHITECTURE)
+CHECKS: tuple[FileCheck, ...] = (PLATFORM_TAG, ARCHITECTURE)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
+from smoke.checks.kinds import FileCheck
 from smoke.readers import pairing
 from smoke.readers.systems import SYSTEMS
 from smoke.readers.wheel import Wheel, marker_environment
@@ -69,4 +70,4 @@ def check_torch_requirement(wheel: Wheel, row: Row, libraries: Libraries) -> Che
 
 
 TORCH_REQUIREMENT = Check("torch requirement", FILE, 7, check_torch_requirement)
-CHECKS = (TORCH_REQUIREMENT,)
+CHECKS: tuple[FileCheck, ...] = (TORCH_REQUIREMENT,)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
+from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.checks.owners import load_groups
 from smoke.checks.policy import linux_tags, tag_policy
 from smoke.errors import NoTorchPairing
@@ -436,5 +437,5 @@ def check_dependency_libraries(wheel: Wheel, row: Row, facts: dict[str, Any], li
 
 LIBRARIES_RESOLVE = Check("libraries resolve", FILE, 21, check_libraries_resolve)
 DEPENDENCY_LIBRARIES = Check("dependency libraries installed", ENVIRONMENT, 25, check_dependency_libraries)
-FILE_CHECKS = (LIBRARIES_RESOLVE,)
-ENVIRONMENT_CHECKS = (DEPENDENCY_LIBRARIES,)
+FILE_CHECKS: tuple[FileCheck, ...] = (LIBRARIES_RESOLVE,)
+ENVIRONMENT_CHECKS: tuple[EnvironmentCheck, ...] = (DEPENDENCY_LIBRARIES,)

@@ -19,6 +19,7 @@ import re
 import zipfile
 from typing import TYPE_CHECKING
 
+from smoke.checks.kinds import FileCheck
 from smoke.checks.owners import NAME as RUNTIME_CORE_NAME  # one owner per runtime component
 from smoke.checks.owners import check_runtime_core
 from smoke.readers import elf
@@ -140,4 +141,4 @@ def check_record(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
 LIBRARY_RUNPATH = Check("library RUNPATH", FILE, 20, check_library_runpath)
 RUNTIME_CORE = Check(RUNTIME_CORE_NAME, FILE, 30, check_runtime_core)
 RECORD = Check("wheel RECORD", FILE, 90, check_record)
-CHECKS = (LIBRARY_RUNPATH, RUNTIME_CORE, RECORD)  # every row's; a backend adds its own (smoke.backends)
+CHECKS: tuple[FileCheck, ...] = (LIBRARY_RUNPATH, RUNTIME_CORE, RECORD)  # every row's; a backend adds its own (smoke.backends)

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from smoke.checks.kinds import FileCheck
 from smoke.markup import redact
 from smoke.readers.wheel import Wheel, read_member
 from smoke.results import CheckResult, failed, passed, warned
@@ -85,4 +86,4 @@ def check_startup_code(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
 
 
 STARTUP_CODE = Check("start-up code", FILE, 4, check_startup_code)
-CHECKS = (STARTUP_CODE,)
+CHECKS: tuple[FileCheck, ...] = (STARTUP_CODE,)

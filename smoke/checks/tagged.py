@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from packaging.tags import InvalidTag, Tag, parse_tag
 
+from smoke.checks.kinds import FileCheck
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
 
@@ -48,4 +49,4 @@ def check_wheel_tags(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResul
 
 
 WHEEL_TAGS = Check("wheel tags", FILE, 1, check_wheel_tags)
-CHECKS = (WHEEL_TAGS,)
+CHECKS: tuple[FileCheck, ...] = (WHEEL_TAGS,)

@@ -38,6 +38,7 @@ from delvewheel import _dll_list as dll_list
 from packaging.utils import canonicalize_name
 
 from smoke.checks import installed, shipped
+from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.readers import native
 from smoke.readers.systems import WINDOWS, of_platform
 from smoke.readers.wheel import marker_environment, read_member
@@ -261,7 +262,7 @@ def check_dlls_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
 
 ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)
 RESOLVE = Check("libraries resolve", FILE, 21, check_dlls_resolve)
-CHECKS = (ARCHITECTURE, RESOLVE)
+CHECKS: tuple[FileCheck, ...] = (ARCHITECTURE, RESOLVE)
 # The Windows wheel's own checks, as every system's (smoke.checks.linux): its files, its installed environment.
-FILE_CHECKS = (*CHECKS, shipped.RECORD)
-ENVIRONMENT_CHECKS = installed.CHECKS
+FILE_CHECKS: tuple[FileCheck, ...] = (*CHECKS, shipped.RECORD)
+ENVIRONMENT_CHECKS: tuple[EnvironmentCheck, ...] = installed.CHECKS

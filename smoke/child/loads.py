@@ -49,7 +49,7 @@ from smoke import proc
 from smoke.child import forks
 from smoke.child.extensions import REGISTERED_TWICE, split_marked, torch_outside
 from smoke.results import CheckResult, failed, passed, skipped
-from smoke.stages import CHILD, Check
+from smoke.stages import CHILD, Check, ChildCheck
 
 DISTRIBUTION = "executorch"
 LOAD_TIMEOUT_S = 120  # one load (or one process loading them all): its static initializers included
@@ -58,9 +58,9 @@ ELF_MAGIC = b"\x7fELF"
 MARK = "@@smoke.child.loads "  # written to the output before each load: what follows it, that load printed
 LOG_BYTES = 1 << 20  # what is read of one fork's output (its end)
 
-LOADS = Check("libraries load", CHILD, 82)
-BEFORE_TORCH = Check("libraries load before torch", CHILD, 83)
-REGISTERED_ONCE = Check("registered once", CHILD, 84)
+LOADS: ChildCheck = Check("libraries load", CHILD, 82)
+BEFORE_TORCH: ChildCheck = Check("libraries load before torch", CHILD, 83)
+REGISTERED_ONCE: ChildCheck = Check("registered once", CHILD, 84)
 CHECKS = (LOADS, BEFORE_TORCH, REGISTERED_ONCE)
 
 

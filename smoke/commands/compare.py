@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 from smoke import markup, paths, proc, report, stages
 from smoke import options as opts
-from smoke.checks import pipeline, shipped
+from smoke.checks import kinds, pipeline, shipped
 from smoke.child.models import ATOL, RTOL
 from smoke.console import say
 from smoke.engine import drift
@@ -87,7 +87,7 @@ def choose_row(old: wheels.Wheel, new: wheels.Wheel, name: str | None) -> Row:
 
 def file_results(row: Row, wheel: wheels.Wheel, libraries) -> list[dict[str, Any]]:
     """The row's wheel-file checks on one wheel, as the report holds them (nothing printed)."""
-    return [stages.run_check(check, wheel, row, libraries).to_json() for check in pipeline.for_row(row, stages.FILE)]
+    return [kinds.run_file(check, wheel, row, libraries).to_json() for check in pipeline.file_checks(row)]
 
 
 # The results a row reports only when they fail (smoke.checks.pipeline.result_names): not there is not failed.

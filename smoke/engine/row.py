@@ -21,12 +21,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from smoke import options as opts
 from smoke import paths, proc, protocol, report, stages
 from smoke.backends import cuda_checks
-from smoke.checks import exported, installed, pipeline, requirements, shipped
+from smoke.checks import exported, installed, kinds, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
 from smoke.environment import download, installer, loaderenv
@@ -272,10 +272,10 @@ class FileWork:
                 self.libraries = shipped.read_libraries(self.wheel)
             finally:
                 self.read.set()
-            for check in pipeline.for_row(self.row, stages.FILE):
+            for check in pipeline.file_checks(self.row):
                 if self.cancelled:
                     break
-                result = self.ready.get(check.name) or stages.run_check(check, self.wheel, self.row, self.libraries)
+                result = self.ready.get(check.name) or kinds.run_file(check, self.wheel, self.row, self.libraries)
                 self.results.append(result)
                 if not self.run.waived(result) and self.options.fail_fast:
                     break
@@ -332,14 +332,14 @@ def files_checked(state: RowRun) -> bool:
     requirement, build = requirements.TORCH_REQUIREMENT, cuda_checks.CUDA_BUILD
     ready = {}
     for first in (build, requirement):  # read from the wheel's metadata alone, in no time
-        if first in pipeline.for_row(row, stages.FILE):
-            ready[first.name] = stages.run_check(first, wheel, row, shipped.Libraries((), ()))
+        if first in pipeline.file_checks(row):
+            ready[first.name] = kinds.run_file(first, wheel, row, shipped.Libraries((), ()))
     state.files = FileWork(run, row, wheel, options, ready)
     state.stack.callback(state.files.stop)
     if options.fail_fast and not state.files.take():  # fail-fast: nothing is built for a wheel a file check failed
         return False
 
-    def failing(check: stages.Check) -> bool:
+    def failing(check: kinds.FileCheck) -> bool:
         result = ready.get(check.name)
         return result is not None and run.waived(result).status is Status.FAIL
 
@@ -473,13 +473,13 @@ class RowEvents(ChildEvents):
     def phase(self, name: str, seconds: float | None) -> None:
         self.state.run.phases.append({"name": name, "seconds": seconds})
 
-    def probe(self, facts: dict) -> None:
+    def probe(self, facts: dict[str, Any]) -> None:
         state = self.state
         assert state.wheel is not None
         if state.options.overlap and not installed_checks(state.run, state.row, state.wheel, facts, state.options):
             raise StopChild
 
-    def ask(self, question: protocol.Ask) -> dict:
+    def ask(self, question: protocol.Ask) -> dict[str, Any]:
         """The child's questions (smoke.child.ask), answered by the parent's readers and checks."""
         if question.question == "exported":
             results, answer = exported.judge_exports(self.state.row.backend, self.workdir, question.data)
@@ -504,7 +504,7 @@ STEPS = (outputs_and_input, wheel_read, files_only_elsewhere, wheel_said, files_
          environment_probed, child_run)
 
 
-def unexecuted(results) -> list[str]:
+def unexecuted(results: list[CheckResult]) -> list[str]:
     """The checks of ``stages.MUST_EXECUTE`` that were skipped or never reported, those for one reason together."""
     by_name = {result.name: result for result in results}
     why: dict[str, list[str]] = {}
@@ -541,30 +541,30 @@ def machine_failure(run: Run, workdir: Path) -> None:
                                f"run again (the artifacts are kept there)")
 
 
-def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options, libraries: shipped.Libraries | None = None) -> bool:
+def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options: opts.Options, libraries: shipped.Libraries | None = None) -> bool:
     """The checks on the wheel file itself (``smoke.checks.shipped``); False when fail-fast stops the run.
     ``libraries``: the wheel's ELF files already read (``inspect`` reads them once for all its rows)."""
     with phase(run, "checking what the wheel ships"):
         run.libraries = libraries if libraries is not None else shipped.read_libraries(wheel)
-        for check in pipeline.for_row(row, stages.FILE):
-            result = emit(run, stages.run_check(check, wheel, row, run.libraries))
+        for check in pipeline.file_checks(row):
+            result = emit(run, kinds.run_file(check, wheel, row, run.libraries))
             if not result and options.fail_fast:
                 return False
     return True
 
 
-def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict, options: opts.Options) -> bool:
+def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict[str, Any], options: opts.Options) -> bool:
     """The checks on the installed environment (``smoke.checks.installed``); False when fail-fast stops the run."""
     if options.torch_from is not None:
         facts = {**facts, installed.TORCH_GIVEN: str(options.torch_from)}
-    for check in pipeline.for_row(row, stages.ENVIRONMENT):
-        result = emit(run, stages.run_check(check, wheel, row, facts, run.libraries))
+    for check in pipeline.environment_checks(row):
+        result = emit(run, kinds.run_environment(check, wheel, row, facts, run.libraries))
         if not result and options.fail_fast:
             return False
     return True
 
 
-def finish(run: Run, options, work: "owned.Owned | None", start: float) -> int:
+def finish(run: Run, options: opts.Options, work: "owned.Owned | None", start: float) -> int:
     facts = run.facts
     if facts:
         device = facts.get("device") or {}

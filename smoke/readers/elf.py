@@ -15,6 +15,7 @@ import posixpath
 import re
 import struct
 from dataclasses import dataclass
+from typing import Any, Iterator
 
 from smoke.errors import MissingTool
 
@@ -268,7 +269,7 @@ def check_versions(elf) -> None:
         offset += step
 
 
-def dynamic_symbols(elf):
+def dynamic_symbols(elf: Any) -> Iterator[tuple[str, int, bool]]:
     """(name, binding, defined) of each entry of ``.dynsym``, read straight from the section's bytes.
 
     The same fields pyelftools' ``iter_symbols`` gives, with ``struct`` over the table (Elf32_Sym /

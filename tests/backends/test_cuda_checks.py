@@ -16,9 +16,8 @@ import dataclasses
 import pytest
 from packaging.version import Version
 
-from smoke import stages
 from smoke.backends import cuda_checks
-from smoke.checks import pipeline, shipped
+from smoke.checks import kinds, pipeline, shipped
 from smoke.readers import devicecode
 from smoke.readers.wheel import read_wheel
 from smoke.results import Status
@@ -39,7 +38,7 @@ def cuobjdump():
 
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
-    results = [stages.run_check(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.for_row(CUDA_ROW, stages.FILE)]
+    results = [kinds.run_file(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.file_checks(CUDA_ROW)]
     assert [r.name for r in results] == ["wheel tags", "foreign files", "start-up code", "platform tag", "architecture",
                                          "torch requirement", "CUDA build", "CUDA libraries",
                                          "CUDA runtime declared",

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from smoke import stages
-from smoke.checks import pipeline, shipped
+from smoke.checks import kinds, pipeline, shipped
 from smoke.readers import elf
 from smoke.readers.wheel import read_wheel
 from smoke.results import Status
@@ -290,7 +289,7 @@ def _judge_one_file_wheels(slim_x86_64, tmp_path, examples: int) -> None:
 
     with zipfile.ZipFile(slim_x86_64) as archive:
         data = archive.read(SMALL)
-    checks = [c for c in pipeline.for_row(CPU_ROW, stages.FILE)]
+    checks = pipeline.file_checks(CPU_ROW)
     counter = iter(range(10**9))
 
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -301,7 +300,7 @@ def _judge_one_file_wheels(slim_x86_64, tmp_path, examples: int) -> None:
                                          add={SMALL: _apply(data, mutation)}))
         libraries = shipped.read_libraries(wheel)
         assert len(libraries.items) + len(libraries.unreadable) + len(libraries.not_elf) == 1
-        results = {c.name: stages.run_check(c, wheel, CPU_ROW, libraries) for c in checks}
+        results = {c.name: kinds.run_file(c, wheel, CPU_ROW, libraries) for c in checks}
         if libraries.unreadable or libraries.not_elf:
             assert results["architecture"].status is Status.FAIL and SMALL in results["architecture"].reason
         for child in folder.iterdir():
