@@ -51,3 +51,41 @@ def test_every_third_party_import_of_the_tests_is_declared():
     undeclared = {module: distributions.get(module) for module in third_party
                   if not {canonicalize_name(d) for d in distributions.get(module, [])} & declared}
     assert undeclared == {}
+
+
+# A file check whose function does not take the stage's arguments (the wheel, the row, the libraries), and an untyped
+# function in the engine: each must fail mypy, as the gate's own configuration runs it.
+WRONG_STAGE = """
+from smoke.checks.kinds import FileCheck
+from smoke.results import CheckResult, passed
+from smoke.stages import FILE, Check
+
+
+def check_two(wheel: object, row: object) -> CheckResult:
+    return passed("x", "y")
+
+
+CHECKS: tuple[FileCheck, ...] = (Check("x", FILE, 1, check_two),)
+"""
+UNTYPED_ENGINE = """
+def untyped(run, options):
+    return run
+"""
+
+
+def test_mypy_holds_a_check_to_its_stage_s_signature_and_the_engine_to_strict_typing():
+    checks = REPO / "smoke" / "checks" / "_wrong_stage_for_test.py"
+    engine = REPO / "smoke" / "engine" / "_untyped_for_test.py"
+    try:
+        checks.write_text(WRONG_STAGE)
+        engine.write_text(UNTYPED_ENGINE)
+        proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", str(checks), str(engine)], cwd=REPO,
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        checks.unlink(missing_ok=True)
+        engine.unlink(missing_ok=True)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said
+    assert ('smoke/checks/_wrong_stage_for_test.py:11: error: Argument 4 to "Check" has incompatible type '
+            '"Callable[[object, object], CheckResult]"') in said, said
+    assert "smoke/engine/_untyped_for_test.py:2: error: Function is missing a type annotation" in said, said
