@@ -42,3 +42,37 @@ def test_the_child_imports_no_reader_of_the_gates_own():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=REPO).stdout
     assert out.strip() == "[]"
+
+
+def _ci_scripts() -> list:
+    """The Python scripts of .ci/: the *.py files, and those whose first line runs python."""
+    return sorted(path for path in (REPO / ".ci").iterdir() if path.is_file() and (
+        path.suffix == ".py" or path.read_bytes()[:2] == b"#!" and b"python" in path.read_bytes().split(b"\n", 1)[0]))
+
+
+def test_every_name_a_ci_script_takes_from_the_gate_exists():
+    """.ci/'s scripts import the gate's modules (the GPU machine's calls, the release tools) and run where no test runs
+    them end to end: each name they take from smoke must exist, so that a refactor of the gate that drops or moves one
+    fails here, not on a GPU call (stages.run_check, once, would have)."""
+    import ast
+    import importlib
+
+    sys.path.insert(0, str(REPO))
+    missing = []
+    scripts = _ci_scripts()
+    assert {path.name for path in scripts} >= {"device_mutants.py", "device_code_on_torch.py", "release-shape"}
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "smoke" and not node.level:
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if not hasattr(module, alias.name):
+                        try:
+                            importlib.import_module(f"{node.module}.{alias.name}")
+                        except ImportError:
+                            missing.append(f"{path.name}:{node.lineno} {node.module}.{alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "smoke":
+                        importlib.import_module(alias.name)
+    assert missing == []
