@@ -97,16 +97,15 @@ class Known:
             self.torch_line, self.pairing_error = None, str(exc)
         self._seen: dict[str, tuple[Shipped, ...]] = {}
 
-    def of(self, target: str, requirement: str) -> tuple[Shipped, ...]:
-        """What is known of the package(s) that may hold ``target`` (one declared package; every declared nvidia-*
-        package for nvidia/, which they share)."""
+    def of(self, target: str, name: str) -> tuple[Shipped, ...]:
+        """What is known of the package(s) that may hold ``target``, provided by the distribution ``name``
+        (``Providers.project``): one declared package; every declared nvidia-* package for nvidia/, which they share."""
         top = target.split("/", 1)[0]
-        key = f"{top} {requirement}"
+        key = f"{top} {name}"
         if key not in self._seen:
             if canonicalize_name(top) == "torch":
                 self._seen[key] = (self.torch(),)
             else:
-                name = requirement.split(" (", 1)[0]
                 reqs = [r for r in self.declared if (top == "nvidia" and canonicalize_name(r.name).startswith("nvidia-"))
                         or canonicalize_name(r.name) == canonicalize_name(name)]
                 self._seen[key] = tuple(self._package(r) for r in reqs) or (Shipped((), f"{name}: no wheel of it read"),)
@@ -181,7 +180,7 @@ def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozen
                 leads[lib.path, soname] = (tuple(t for t, _ in into), into[0][1], others)
                 placed, unknown, lacking = [], [], []
                 for target, requirement in into:
-                    for shipped in known.of(target, requirement):
+                    for shipped in known.of(target, providers.project(target) or ""):
                         holding = [w for w in shipped.wheels if posixpath.join(target, soname) in w.files]
                         if not shipped.wheels:
                             unknown.append(shipped.said)

@@ -435,13 +435,22 @@ class Providers:
         top = target.split("/", 1)[0]
         if target == "" or top in self.tops:
             return "the wheel"
+        project = self.project(target)
+        if project is None:
+            return None
+        return project if any(req.name == project for req in self.declared) else f"{project} (user-supplied)"
+
+    def project(self, target: str) -> str | None:
+        """The distribution's name behind a provider of ``target`` other than the wheel (a requirement's, or a
+        user-supplied package's), as data; None where there is none."""
+        top = target.split("/", 1)[0]
         for req in self.declared:
             project = canonicalize_name(req.name)
             if project == canonicalize_name(top) or (top == "nvidia" and project.startswith("nvidia-")):
                 return req.name
         for name in self.user_supplied:
             if canonicalize_name(name) == canonicalize_name(top):
-                return f"{name} (user-supplied)"
+                return name
         return None
 
 
