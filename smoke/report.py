@@ -17,7 +17,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol, Sequence
 
 from smoke import markup, paths
 from smoke.errors import GateError
@@ -25,6 +25,23 @@ from smoke.results import CheckResult, Status, all_passed, counts
 
 SCHEMA = 4  # 3: the statuses warn and waived, a waived check's waiver, strict; 4: the gate that judged (name, version)
 MODES = ("row", "inspect")
+
+
+class Waiver(Protocol):
+    """One waiver of the policy, as a run says it (``smoke.readers.settings.Waiver``)."""
+
+    @property
+    def reason(self) -> str: ...
+
+    def words(self) -> str: ...
+
+
+class Waiving(Protocol):
+    """The policy's waivers as a run applies them (``smoke.readers.settings.Waivers``)."""
+
+    def apply(self, result: CheckResult) -> CheckResult: ...
+
+    def unmatched(self) -> Sequence[Waiver]: ...
 
 
 @dataclass
@@ -41,11 +58,10 @@ class Run:
     started: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     seconds: float = 0.0
     exit_code: int | None = None
-    libraries: Any = None  # smoke.readers.elf.Libraries, read once and shared by the checks; not reported
     policy: dict[str, str] | None = None  # smoke.readers.settings: the policy the run judged by, and why
     loader_env: dict[str, list[str]] | None = None  # smoke.environment.loaderenv: what was removed from the caller's environment
     strict: bool = False  # warnings fail the run (--strict, or the policy's strict)
-    waivers: Any = None  # smoke.readers.settings.Waivers: applied to each result as it is emitted (smoke.console.emit)
+    waivers: Waiving | None = None  # smoke.readers.settings.Waivers: applied to each result as it is emitted (smoke.console.emit)
     gate_version: str = field(default_factory=paths.version)  # the gate that judged it
 
     @property

@@ -23,7 +23,7 @@ from smoke.checks.kinds import FileCheck
 from smoke.checks.owners import NAME as RUNTIME_CORE_NAME  # one owner per runtime component
 from smoke.checks.owners import check_runtime_core
 from smoke.readers import elf
-from smoke.readers.elf import Libraries
+from smoke.readers.elf import Libraries as Libraries  # the checks name it from here: shipped.Libraries
 from smoke.readers.wheel import Wheel, hash_member, read_head, read_member, shared_objects
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check

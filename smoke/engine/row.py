@@ -309,7 +309,6 @@ class FileWork:
         if self.failure is not None:
             raise self.failure
         say(f"  ... {self.NAME}")
-        self.run.libraries = self.libraries
         go_on = True
         for result in self.results:
             if not emit(self.run, result) and self.options.fail_fast:
@@ -413,7 +412,7 @@ def environment_probed(state: RowRun) -> bool:
         return False
     with phase(state.run, "probing the environment in a process of its own"):
         facts = installed.run_probe(state.env.python, state.child_env, state.code)
-    return installed_checks(state.run, state.row, state.wheel, facts, state.options)
+    return installed_checks(state.run, state.row, state.wheel, facts, state.options, state.files)
 
 
 def child_run(state: RowRun) -> bool:
@@ -476,7 +475,7 @@ class RowEvents(ChildEvents):
     def probe(self, facts: dict[str, Any]) -> None:
         state = self.state
         assert state.wheel is not None
-        if state.options.overlap and not installed_checks(state.run, state.row, state.wheel, facts, state.options):
+        if state.options.overlap and not installed_checks(state.run, state.row, state.wheel, facts, state.options, state.files):
             raise StopChild
 
     def ask(self, question: protocol.Ask) -> dict[str, Any]:
@@ -545,20 +544,24 @@ def file_checks(run: Run, row: Row, wheel: wheels.Wheel, options: opts.Options, 
     """The checks on the wheel file itself (``smoke.checks.shipped``); False when fail-fast stops the run.
     ``libraries``: the wheel's ELF files already read (``inspect`` reads them once for all its rows)."""
     with phase(run, "checking what the wheel ships"):
-        run.libraries = libraries if libraries is not None else shipped.read_libraries(wheel)
+        read = libraries if libraries is not None else shipped.read_libraries(wheel)
         for check in pipeline.file_checks(row):
-            result = emit(run, kinds.run_file(check, wheel, row, run.libraries))
+            result = emit(run, kinds.run_file(check, wheel, row, read))
             if not result and options.fail_fast:
                 return False
     return True
 
 
-def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict[str, Any], options: opts.Options) -> bool:
-    """The checks on the installed environment (``smoke.checks.installed``); False when fail-fast stops the run."""
+def installed_checks(run: Run, row: Row, wheel: wheels.Wheel, facts: dict[str, Any], options: opts.Options,
+                     files: FileWork | None) -> bool:
+    """The checks on the installed environment (``smoke.checks.installed``), on what the file checks read (``files``,
+    taken before); False when fail-fast stops the run."""
+    if files is None or files.libraries is None:
+        raise GateError("the environment's checks ran before the wheel's libraries were read: a fault of the gate's")
     if options.torch_from is not None:
         facts = {**facts, installed.TORCH_GIVEN: str(options.torch_from)}
     for check in pipeline.environment_checks(row):
-        result = emit(run, kinds.run_environment(check, wheel, row, facts, run.libraries))
+        result = emit(run, kinds.run_environment(check, wheel, row, facts, files.libraries))
         if not result and options.fail_fast:
             return False
     return True
