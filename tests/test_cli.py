@@ -233,7 +233,10 @@ def test_a_second_run_writing_the_same_reports_is_refused_and_the_firsts_reports
 # --- interrupts: every process the gate started ends --------------------------------------------
 
 DRIVER = textwrap.dedent("""
-    import sys
+    import signal, sys
+    # As a terminal's foreground job has it: a test run started in the background of a non-interactive shell (nohup
+    # CMD &) hands its processes SIGINT ignored, and the Ctrl-C below would reach nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     from smoke import cli
     from smoke.environment import follow

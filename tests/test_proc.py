@@ -226,7 +226,10 @@ def test_a_process_outside_the_tree_is_left_alone(tmp_path):
 # --- the gate interrupted -------------------------------------------------------------------------
 
 DRIVER = textwrap.dedent("""
-    import sys
+    import signal, sys
+    # As a terminal's foreground job has it: a test run started in the background of a non-interactive shell (nohup
+    # CMD &) hands its processes SIGINT ignored, and the Ctrl-C below would reach nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     from smoke import cli
     from smoke.environment import follow
