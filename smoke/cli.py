@@ -1,9 +1,8 @@
 """The command line of a row: ``python -m smoke ROW WHEEL [options]`` (and ``python -m smoke inspect WHEEL``).
 
-``nox -s ROW -- WHEEL [options]`` calls ``main`` with the same words, and so does the installed command,
-``executorch-wheel-gate ROW WHEEL [options]`` (``script``, pyproject.toml's ``[project.scripts]``). Errors
-that mean the gate could not run are caught here, once, and printed as one
-``ERROR`` line with exit code 2; a wheel that fails the gate exits 1.
+``nox -s ROW -- WHEEL [options]`` and the installed ``executorch-wheel-gate`` (``script``, pyproject.toml's
+``[project.scripts]``) call ``main`` with the same words. Errors that mean the gate could not run are caught here,
+once, and printed as one ``ERROR`` line with exit code 2; a wheel that fails the gate exits 1.
 """
 
 from __future__ import annotations

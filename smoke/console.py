@@ -1,11 +1,9 @@
 """What the parent prints as it goes: a line, a check's result (and recorded), a timed phase, an error.
 
 ``error`` is the one place an ``ERROR`` line is printed: by the edge (``smoke.cli``) for an error that ends a
-command, and by a command for what it could not do while its verdict stands.
-
-Under GitHub Actions (``GITHUB_ACTIONS=true``) each FAIL, and each ERROR, is also a workflow command that makes an
-annotation of the job (``::error title=CHECK::REASON``), a WARN a ``::warning``: printed here only (``annotate``),
-escaped as GitHub's own toolkit escapes them, credentials masked.
+command, and by a command for what it could not do while its verdict stands. Under GitHub Actions each FAIL and
+ERROR also annotates the job (``::error``), a WARN with ``::warning`` (``annotate``), escaped as GitHub's toolkit
+escapes them, credentials masked.
 """
 
 from __future__ import annotations

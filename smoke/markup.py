@@ -1,11 +1,9 @@
 """Text from a wheel, a path or a message, made safe for the markup it goes into.
 
-Every place that writes Markdown (the step summary, ``report.markdown``, the matrix summary's
-table and its problem lines) passes such text through ``text``; the JUnit XML passes its strings
-through ``xml``; a workflow command under GitHub Actions (``smoke.console.annotate``) its message through
-``workflow_data`` and its title through ``workflow_property``. One place, so that a wheel named ``…<!--…`` cannot hide the rows after it, a
-``|`` cannot split a table cell, a newline cannot end a table row, a backtick cannot open a code
-span and ``<script>`` shows as text.
+Markdown goes through ``text``, JUnit XML through ``xml``, a GitHub Actions workflow command's message and title
+through ``workflow_data`` and ``workflow_property``. One place, so that a wheel named ``…<!--…`` cannot hide the rows
+after it, a ``|`` or a newline cannot break a table, a backtick cannot open a code span and ``<script>`` shows as
+text.
 """
 
 from __future__ import annotations
@@ -46,10 +44,9 @@ def redact(text: str) -> str:
 
 
 def printable(text: str) -> str:
-    """A line for the terminal or a CI log, as the gate prints it: credentials masked (``redact``); no line of it begins
-    with ``::``, which a CI runner (GitHub Actions: leading whitespace stripped) would take for a workflow command a
-    wheel's member name could smuggle in on a line of its own (``::add-mask::``, ``::error``), so such a line is marked
-    ``| ::``; a lone surrogate (a name not UTF-8) written as its escape, not a crash of the print."""
+    """A line for the terminal or a CI log, as the gate prints it: credentials masked (``redact``), a line beginning
+    with ``::`` marked ``| ::`` so a wheel's member name cannot smuggle in a workflow command (``::add-mask::``), and a
+    lone surrogate written as its escape rather than crashing the print."""
     lines = redact(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a lone CR ends a line too
     safe = [f"| {line}" if line.lstrip().startswith("::") else line for line in lines]
     return "\n".join(safe).encode("utf-8", "backslashreplace").decode("utf-8")

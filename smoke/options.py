@@ -1,10 +1,9 @@
 """Every option of a row, in one table: the command line, the environment's options and the
 child's arguments are all derived from it, and each default is stated here once.
 
-``Options`` (the parsed options of a row run) is made from the table; ``parser`` builds the
-row's ``argparse`` parser (and ``inspect`` takes the entries it shares by name); the entries
-marked ``env`` are what ``smoke.environment.build`` reads, and those marked ``child`` are passed on
-to the child process, which parses them with the same entries (``child_parser``).
+``Options`` is made from the table; ``parser`` builds the row's ``argparse`` parser (``inspect`` takes the entries
+it shares by name); entries marked ``env`` are what ``smoke.environment.build`` reads, and those marked ``child``
+are passed to the child, which parses them with the same entries (``child_parser``).
 """
 
 from __future__ import annotations
@@ -43,11 +42,10 @@ def version(text: str) -> str:
 
 
 def path(text: str) -> Path:
-    """A path given on a command line (every command's path arguments and options take this type), made absolute
-    once, here at the edge, against the folder the caller ran the gate from (``paths.invoked_from``: nox runs its
-    sessions in the checkout, and every process the gate starts runs there: the child, compare's and the benchmark's
-    row runs). One the file system cannot hold (a name over NAME_MAX bytes, the whole over PATH_MAX) is refused
-    here, before anything looks it up: an ``os.stat`` of it raises ENAMETOOLONG, which no later check expects."""
+    """A path given on a command line (every command's path arguments and options take this type), made absolute once,
+    at the edge, against the folder the caller ran the gate from (``paths.invoked_from``): nox and every process the
+    gate starts run in the checkout. One too long for the file system is refused here, before an ``os.stat`` of it
+    raises ENAMETOOLONG."""
     given = Path(text)
     absolute = given if given.is_absolute() else paths.invoked_from() / given
     try:

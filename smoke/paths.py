@@ -1,11 +1,9 @@
 """Where the gate lives and where it writes: its code, its constraints, and ``.gate``, said once; and its version.
 
-The gate runs from a checkout (nox, ``python -m smoke``) or installed (``pip install``: the ``executorch-wheel-gate``
-command). In a checkout its constraints are the checkout's ``constraints/`` and its folders are under the checkout's
-``.gate``; installed, the constraints are the package data ``smoke/constraints`` (the build copies ``constraints/``
-there: ``[tool.setuptools]`` in pyproject.toml) and ``.gate`` is in the folder the gate is run from. Every folder
-the gate makes by default is under ``.gate`` (``smoke.environment.folders`` marks and locks each one); nothing else
-computes these paths.
+From a checkout (nox, ``python -m smoke``), the constraints are the checkout's ``constraints/`` and its folders are
+under the checkout's ``.gate``; installed (``pip install``), the constraints are the package data
+``smoke/constraints`` and ``.gate`` is in the folder the gate is run from. Every folder the gate makes by default is
+under ``.gate``; nothing else computes these paths.
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """Every process the gate starts goes through here: what it was for, its time limit, its output's tail.
 
-- ``run``: a command run to its end with its output captured. A command that cannot start or runs
-  past its time limit raises the caller's error class (a ``GateError``: one ``ERROR`` line at the
-  edge) naming what it was for; with ``check=True`` so does a non-zero exit, with the output's tail.
-  Its output goes to temporary files, of which the last ``CAPTURE_BYTES`` are kept: a command that
-  prints gigabytes does not grow the gate.
-- ``start``: a process that runs beside the gate (the child, the negative control's process, the
-  parallel export), optionally as the leader of a process group of its own so that
-  ``end_group`` ends it and everything it started.
-- ``tail`` and ``file_tail``: the last lines of an output, the one way the gate quotes one.
+``run`` runs a command to its end, keeping the last ``CAPTURE_BYTES`` of its output; one that cannot start or runs
+past its limit raises the caller's ``GateError``. ``start`` starts a process beside the gate, optionally leading a
+process group of its own; ``tail`` and ``file_tail`` quote an output.
 
-Any thread may start and end processes (the file checks run ``cuobjdump`` beside the environment's build):
-``start`` forks and registers under one lock (``_LOCK``), and an orphan scan takes the same lock, so a process one
-thread has just started is never another's orphan.
-
-Everything a process started with ``own_group`` starts is ended with it, even what left its group
-or session (``setsid``, a double-forked daemon): the gate is a child subreaper (``PR_SET_CHILD_SUBREAPER``:
-orphans re-parent to it), marks each tree with a token in the environment (``TREE_VARIABLE``) and ``end_group``
-ends the group, the leader's descendants, every process carrying the token (read from ``/proc``), and every
-orphan that re-parented to the gate while it ran and carries no other live tree's token; then reaps those.
-
-When the gate itself dies, even by SIGKILL, its warden (``_Warden``, one small process per gate, started with the
-first tree) ends every tree still registered: its group and every process carrying its token. The warden learns of
-the gate's death by the end of a pipe only the gate holds, which no thread's end closes (``PR_SET_PDEATHSIG`` fires
-when the starting *thread* ends) and which needs no code run between fork and exec (``preexec_fn`` can deadlock a
-fork made beside other threads).
+Any thread may start processes (``_LOCK``). Everything an ``own_group`` process starts ends with it (``end_group``),
+even what left its group: the gate is a child subreaper and marks each tree (``TREE_VARIABLE``). If the gate dies,
+even by SIGKILL, its warden (``_Warden``), told by a pipe only the gate holds, ends every tree still registered.
 """
 from __future__ import annotations
 
@@ -120,10 +102,9 @@ def _captured(handle: IO[bytes]) -> str:
 def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
           stdin: int | None = None, stdout: int | IO | None = None, stderr: int | IO | None = None,
           text: bool = False, own_group: bool = False, background: bool = False) -> subprocess.Popen:
-    """Start a process beside the gate; ``own_group``: as the leader of a new process group (``end_group``),
-    its tree marked so that ``end_group`` finds what left the group. ``background``: work beside the row's own
-    critical path (the child's imports and exports), run at ``BACKGROUND_NICE`` (it and what it starts) so that it takes
-    the cores the child leaves, not the child's: the same work, done in the time the child does not use."""
+    """Start a process beside the gate; ``own_group``: as the leader of a new process group, its tree marked so that
+    ``end_group`` finds what left the group. ``background``: work off the child's critical path, run at
+    ``BACKGROUND_NICE`` (with what it starts) so that it takes the cores the child leaves, not the child's."""
     token = None
     if own_group:
         subreaper()

@@ -1,12 +1,10 @@
 """The parent-child protocol: each line the child writes to its record, and each answer the parent writes on its stdin.
 
-The child writes one JSON object a line (``smoke.record.Recorder``); the parent follows the file as it grows
-(``smoke.environment.follow``) and answers the child's questions (``Ask``) with one JSON object a line. Every message is
-a frozen dataclass here, encoded by ``encode`` and read back by ``decode``; both sides use nothing else. Stdlib only:
-the child imports it inside the wheel's environment.
-
-Each line carries ``"v": VERSION``. A line of another version is refused (``ProtocolError``): a child of another gate
-is not read as this one's. A line without ``"v"`` is read as this version.
+The child writes one JSON object a line (``smoke.record.Recorder``); the parent follows the file
+(``smoke.environment.follow``) and answers each ``Ask`` with one JSON line. Every message is a frozen dataclass here,
+encoded by ``encode`` and read back by ``decode``; both sides use nothing else. Stdlib only: the child imports it
+inside the wheel's environment. Each line carries ``"v": VERSION``: another version is refused (``ProtocolError``),
+so a child of another gate is not read as this one's; a line without ``"v"`` is read as this version.
 """
 
 from __future__ import annotations

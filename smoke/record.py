@@ -1,10 +1,8 @@
 """The child's record: JSON Lines the child writes and the parent follows as it grows.
 
 One message a line (``smoke.protocol``: facts, probe, phase, check, log, ask, end), flushed and synced as it goes,
-so that a crash loses nothing already decided; without the end the child did not finish.
-
-``Recorder`` is the child's side; the parent's (start the child, follow the record, judge a child
-that crashed, hung or spoke garbage) is ``smoke.environment.follow``.
+so that a crash loses nothing already decided; without the end the child did not finish. ``Recorder`` is the child's
+side; the parent's is ``smoke.environment.follow``.
 """
 
 from __future__ import annotations

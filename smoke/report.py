@@ -104,10 +104,9 @@ def to_json(run: Run) -> dict[str, Any]:
 
 
 def to_junit(run: Run) -> ET.ElementTree:
-    """Each check is a test case; a FAIL a <failure> (a WARN too, where the run is strict), a SKIP a <skipped>, a WAIVED
-    finding a <skipped> whose message begins "WAIVED" and names the waiver's reason, a WARN a <system-out> beginning
-    "WARN", each with its reason. ElementTree escapes <, > and &; a character XML cannot hold (a control character, a
-    lone surrogate) is U+FFFD."""
+    """Each check is a test case: a FAIL a <failure> (a WARN too, where the run is strict), a SKIP a <skipped>, a WAIVED
+    finding a <skipped> with its "WAIVED" line, a WARN a <system-out> with its "WARN" line. A character XML cannot hold
+    (a control character, a lone surrogate) is U+FFFD."""
     tally = counts(run.results)
     if run.strict:
         tally[Status.FAIL] += tally[Status.WARN]

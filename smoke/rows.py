@@ -1,10 +1,8 @@
 """The platform rows of the gate, one frozen record each.
 
-A row names the machine a wheel is built for, its backend (``smoke.backends``: the delegate
-its export goes through, the data file it writes, its own checks), and whether a missing
-device is a failure (execution required) or a printed skip. A wheel or an interpreter of
-another machine than the row's is refused here, naming the row that fits (``check_machine``,
-``check_host``).
+A row names the machine a wheel is built for, its backend (``smoke.backends``), and whether a missing device is a
+failure (execution required) or a printed skip. A wheel or an interpreter of another machine than the row's is
+refused here, naming the row that fits (``check_machine``, ``check_host``).
 """
 
 from __future__ import annotations

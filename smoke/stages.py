@@ -1,13 +1,10 @@
 """The gate's checks, declared once, as data: the vocabulary every stage and the reports share.
 
-A ``Check`` is a name (what the reports, the summary, the release rule and the benchmark call
-it), the stage that decides it, its place in that stage, and the function that decides it where
-the parent does (``None`` where the child decides it, in ``smoke.child.run``). The stages run in
-order: the wheel file, the environment, the child. The child's own checks are declared here;
-the others beside their functions (``smoke.checks.shipped``, ``smoke.checks.policy``, ``smoke.checks.resolve``,
-``smoke.checks.installed``, ``smoke.backends``); ``smoke.checks.pipeline`` gathers a row's.
-
-This module imports nothing heavy: the child imports it inside the gate's environment.
+A ``Check`` is a name (what the reports, the summary, the release rule and the benchmark call it), the stage that
+decides it, its place in that stage, and the parent's function that decides it (``None`` where the child does). The
+stages run in order: the wheel file, the environment, the child. The child's checks are declared here, the others
+beside their functions; ``smoke.checks.pipeline`` gathers a row's. This module imports nothing heavy: the child
+imports it inside the gate's environment.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Read ExecuTorch programs (.pte) and their external data files (.ptd).
 
-Both are FlatBuffers with an extended header inserted after the 8-byte
-root-offset/file-identifier prefix. This module reads only the fields the gate
-judges, through the ``flatbuffers`` runtime's ``Table`` accessor, with field
-slots taken from the schemas (executorch ``schema/program.fbs``, file identifier
-``ET12``, and ``extension/flat_tensor/serialize/flat_tensor.fbs``, ``FT01``).
-Checked against programs and data files written by executorch 1.2.0 (CUDA, H200)
-and 1.5.1 (XNNPACK, CPU).
-
-It needs no executorch; ``python -m smoke artifacts PATH...`` (``smoke.commands.artifacts``; also
-``python -m smoke.artifacts PATH...``) prints what the gate would judge.
+Both are FlatBuffers with an extended header after the 8-byte prefix. Only the fields the gate judges are read,
+through the ``flatbuffers`` ``Table`` accessor, with field slots from executorch ``schema/program.fbs`` (``ET12``)
+and ``flat_tensor.fbs`` (``FT01``); checked against files from executorch 1.2.0 and 1.5.1. Needs no executorch:
+``python -m smoke artifacts PATH...`` prints what the gate would judge.
 """
 
 from __future__ import annotations
@@ -124,9 +118,8 @@ def _pte_header(data: bytes) -> tuple[int, int]:
 def _checkdata_segments(data: bytes, program: Table, path: str) -> None:
     """Every segment the program names (delegate blobs, constants, named data) lies inside the file.
 
-    Without an extended header the runtime takes the whole file as the program and places
-    segments from offset 0, so only empty segments can be meant (a partitioner that declined
-    the model leaves one); a segment with bytes there would be read out of the program itself.
+    Without an extended header the runtime places segments from offset 0, inside the program itself, so only empty
+    segments (as a partitioner that declined the model leaves) are accepted there.
     """
     segments = data_segments(program, _PROGRAM_SEGMENTS)
     if not segments:

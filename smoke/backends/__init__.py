@@ -1,14 +1,11 @@
 """The delegates a row can gate, one module each, behind one small Protocol.
 
-A backend says what its rows need and nothing else does: the delegate id its programs carry,
-the data file it writes, the keys its delegates fetch from the data file, the checks of its own
-(declared as ``smoke.stages.Check``: on the wheel file, on the environment, in the child), and the
-rules it adds to common checks. How a model is exported through it and what a device is to it run in
-the child, which is given its row as data: ``smoke.child.delegates``, keyed by the backend's ``name``.
-A row (``smoke.rows``) names its backend object; nothing else branches on which one it is.
+A backend declares what its rows need: the delegate id, the data file, the keys its delegates fetch, its own checks
+(``smoke.stages.Check``) and the rules it adds to common checks. Export and device work run in the child
+(``smoke.child.delegates``, keyed by ``name``); nothing else branches on which backend a row (``smoke.rows``) names.
 
-Adding a delegate: a module here with an object satisfying ``Backend``, its kind in ``KINDS``; a
-row in ``smoke.rows`` that names it; the row in the workflow's matrix.
+Adding a delegate: a module here with an object satisfying ``Backend``, its kind in ``KINDS``, a row in
+``smoke.rows`` naming it, and that row in the workflow's matrix.
 """
 
 from __future__ import annotations

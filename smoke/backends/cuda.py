@@ -1,12 +1,8 @@
 """The CUDA delegate (``CudaBackend``, AOTInductor): everything a CUDA row asks of a wheel and a machine.
 
-- Its programs carry ``CudaBackend`` delegates and load their weights (and the compiled
-  shared object) from ``aoti_cuda_blob.ptd`` and the program: keys ``<method>_so_blob`` and
-  ``<method>_weights_blob`` up to 1.4, ``<sha256>_so_blob`` and ``<sha256>_weights_blob`` on main,
-  named in the delegate's processed bytes (``expected_keys``).
-- Its checks of the wheel file and the environment, judged by the parent, are in
-  ``smoke.backends.cuda_checks``; here, the object a row names. What runs in the child (the export
-  through the delegate, the device check) is ``smoke.child.delegates``'s.
+Its programs load the compiled shared object and the weights from ``aoti_cuda_blob.ptd`` under keys named in the
+delegate's processed bytes (``expected_keys``). Its file and environment checks are in ``smoke.backends.cuda_checks``;
+what runs in the child is ``smoke.child.delegates``'s.
 """
 
 from __future__ import annotations
@@ -34,12 +30,11 @@ if TYPE_CHECKING:
 
 
 def expected_keys(plan: str, compile_specs: dict[str, bytes], processed: bytes | memoryview) -> tuple[str, ...]:
-    """The named data a CudaBackend delegate fetches when it loads, read as the runtime reads them
-    (``resolve_blob_keys`` in main's ``backends/aoti/aoti_delegate_handle.h``): processed bytes
-    ``"<so key>\\n<weights key>"`` name them (main keys each blob by its content's sha256,
-    ``backends/aoti/aoti_backend.py``: ``<sha256>_so_blob``, ``<sha256>_weights_blob``); empty processed
-    bytes, as 1.2.0 writes them, mean the method-name keys ``<method>_so_blob``, ``<method>_weights_blob``,
-    the method from the compile spec. Non-empty bytes with no newline the runtime refuses (Error::Internal)."""
+    """The named data a CudaBackend delegate fetches when it loads, read as the runtime reads them (``resolve_blob_keys``).
+
+    Processed bytes ``"<so key>\\n<weights key>"`` name them (main: ``<sha256>_so_blob``, ``<sha256>_weights_blob``);
+    empty ones (as 1.2.0 writes) mean ``<method>_so_blob`` and ``<method>_weights_blob``, the method from the compile
+    spec, else the plan. Non-empty bytes with no newline, which the runtime refuses, raise ``ArtifactError``."""
     if len(processed):
         # here, not at the top: the noxfile loads the rows in nox's own interpreter, which `nox -s tests` gives
         # nothing beyond nox (no flatbuffers, the program reader's runtime)

@@ -1,14 +1,9 @@
 """The CUDA rows' checks of the wheel file and of the environment, judged by the parent.
 
-Of the wheel file: a ``+cuXXX`` build, the delegate's libraries where the release's build puts
-them (``LAYOUTS``), the CUDA runtime declared in Requires-Dist, every library that links CUDA
-reaching it through ``$ORIGIN`` (a rule added to ``library RUNPATH``), device code for exactly the
-row's architectures (``ARCHS``). Of the environment: the CUDA libraries resolve as installed, and
-torch is a CUDA build of the wheel's CUDA major (its part of ``torch agrees``).
-
-The child imports this module too (through the backend object, ``smoke.backends.cuda``, inside
-the gate's environment, which has no packaging), so it imports nothing beyond the standard library
-at its top: packaging and the wheel reader are imported where used.
+Of the wheel file: a ``+cuXXX`` build, the delegate's libraries where the release puts them (``LAYOUTS``), the CUDA
+runtime declared in Requires-Dist, every library that links CUDA reaching it through ``$ORIGIN`` (a rule added to
+``library RUNPATH``), device code for exactly the row's architectures (``ARCHS``). Of the environment: the CUDA
+libraries resolve, and torch is a CUDA build of the wheel's CUDA major (its part of ``torch agrees``).
 """
 
 from __future__ import annotations
@@ -155,10 +150,9 @@ def cuda_minor(train: str) -> int:
 def admitted_outside(requirement: Requirement, major: int, minor: int) -> str | None:
     """A version the requirement admits outside [major.minor, major+1), or None.
 
-    CUDA's minor-version compatibility makes any later 13.x runtime fine for a +cu130 build, and nothing
-    else: ``>=13`` alone admits CUDA 14's runtime (libcudart.so.14, which the libraries do not link), and
-    ``>=12`` one older than the build. A specifier set bounds what it admits at the versions it names, so
-    it is tried at each of them, just past them, and at the edges of the range.
+    CUDA's minor-version compatibility allows only later runtimes of the build's major: ``>=13`` alone admits CUDA 14's
+    (libcudart.so.14, which the libraries do not link). The specifier is probed at each version it names, just past
+    them, and at the range's edges.
     """
     from packaging.version import InvalidVersion, Version
 

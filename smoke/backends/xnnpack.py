@@ -1,8 +1,7 @@
 """The XNNPACK delegate (``XnnpackBackend``): the CPU rows' backend.
 
-Its programs carry ``XnnpackBackend`` delegates whose constants are tagged for an external data
-file named after the tag (``model`` -> ``model.ptd``); the keys a delegate fetches are the named
-constants of its graph, read from XNNPACK's own flatbuffer (``XN01``) behind its ``XH00`` header.
+Its constants are tagged for an external data file named after the tag (``model`` -> ``model.ptd``); a delegate's
+keys are the named constants of its graph, read from XNNPACK's flatbuffer (``XN01``) behind its ``XH00`` header.
 It adds no checks of its own: the common ones (``smoke.checks.pipeline``) are the CPU rows' whole list.
 """
 

@@ -1,21 +1,10 @@
 """``no duplicate content``: the wheel ships nothing twice (issue 28, part 4).
 
-Two members with the same bytes over ``LARGE_BYTES`` (1 MB) are one file shipped twice: the download and
-the install pay for it twice, and where it is a library, the process may load two copies (pytorch#65405:
-the same library shipped under two names). A library is judged at any size: two ELF shared libraries with
-the same bytes, or with the same ``DT_SONAME`` (one library under two names, or two builds of it), FAIL,
-naming both. Two copies of a file that is no library cost the download and the disk, not the wheel's working:
-where those are all it finds, it is a WARN (docs/checks.md: severities). Only members whose size another
-member shares are hashed (sha256, in 1 MiB chunks).
-
-A library a dependency ships, bundled under another name, is a second copy in the process too. The gate judges the
-OpenMP runtime so (GNU's libgomp, Intel's libiomp5, LLVM's libomp; by name, as auditwheel renames a bundled copy
-``libgomp-<hash>.so.1``, or by the entry points every one defines): torch ships its own (every torch wheel in
-``smoke/readers/dependency_files.json`` ships ``torch/lib/libgomp.so.1``), and an executorch process loads torch. An
-OpenMP runtime of the wheel's that the loader would not take for torch's (another SONAME) is a second runtime, each
-with its own thread pool and state: a FAIL (pytorch#149422; pytorch#98836 measured two libgomp copies in one process,
-torch's and scikit-learn's renamed one). Where the gate has read no wheel of the torch the wheel pairs with, that
-part is judged only end to end (a SKIP where nothing else is found).
+Two members with the same bytes over ``LARGE_BYTES`` (1 MB) cost the download and the disk: a WARN. Two shared
+libraries with the same bytes or the same ``DT_SONAME`` may both load into one process (pytorch#65405): a FAIL.
+An OpenMP runtime (by name or entry points) that the loader would not take for torch's own is a second runtime in
+the process, with its own threads and state: a FAIL (pytorch#149422, pytorch#98836). Where the gate has read no
+wheel of the paired torch, that part is judged only end to end (a SKIP where nothing else is found).
 """
 
 from __future__ import annotations

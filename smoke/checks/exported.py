@@ -91,14 +91,10 @@ def check_data_file(label: str, folder: Path, data_file: str, *, required: bool)
 
 
 def check_weights_in_data_file(data_file: str, weighted_bytes: int, weightless_bytes: int, weight_bytes: int) -> CheckResult:
-    """The weighted data file exceeds the weightless one, written in the same run,
-    by at least the weight matrix.
+    """The weighted data file exceeds the weightless one, written in the same run, by at least the weight matrix.
 
-    A difference, not a fixed bound: a data file is written even for a model with
-    no weights, and that empty container is already larger than a small model's
-    weights, so ``size >= weight_bytes`` holds whatever the delegate did. The
-    weight matrix alone, not all parameters: the CUDA delegate was measured to
-    keep a small bias out of the file.
+    A difference, not a fixed bound: even a weightless model's data file is larger than a small model's weights. The
+    weight matrix alone, not all parameters: the CUDA delegate was measured to keep a small bias out of the file.
     """
     name = WEIGHTS.name
     difference = weighted_bytes - weightless_bytes

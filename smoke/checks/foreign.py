@@ -1,19 +1,13 @@
 """``foreign files``: a wheel ships no native file of another platform (every row, Linux included).
 
-A Linux or macOS wheel with a Windows library (a ``.lib`` import library, a ``.dll``), a Windows
-wheel with an ELF ``.so``, a ``.dylib`` outside macOS: nothing on the wheel's platform can load
-them; they come from a build tree shared between platforms (executorch#22054: Windows import
-libraries in non-Windows nightlies). Judged by each file's first bytes (``smoke.readers.native``), and by
-the names only Windows or macOS use. A finding names each file and what it is; it is a WARN, not a FAIL:
-nothing loads such a file, so it costs the download, not the wheel's working (docs/checks.md: severities).
+A Windows ``.lib`` or ``.dll`` in a Linux or macOS wheel, an ELF ``.so`` in a Windows one, a ``.dylib`` outside
+macOS: nothing on the wheel's platform loads them; they come from a build tree shared between platforms
+(executorch#22054). Judged by each file's first bytes (``smoke.readers.native``) and by names; a WARN, as it costs
+the download, not the wheel's working.
 
-One Windows file is shipped on purpose beside the CUDA delegate: ``executorch/data/lib/aoti_cuda_shims.lib``,
-the import library of the delegate's shim DLL, which the exporter links against when it lowers a model for
-Windows from any host (main's setup.py: "Lowering for Windows is a cross compile, so a Linux CUDA build needs
-it too", built with ``EXECUTORCH_BUILD_CUDA`` like ``libaoti_cuda_shims.so``; main's
-``backends/cuda/cuda_backend.py`` raises when it is missing; executorch#22054 keeps it in CUDA builds only).
-So it is expected where that shim library ships and foreign where it does not (1.1 to 1.4 ship it in CPU
-wheels too, unconditionally: 1.2.0's setup.py gives it no CMake flag).
+One is shipped on purpose: ``executorch/data/lib/aoti_cuda_shims.lib``, the import library the exporter links when
+lowering for Windows from any host. It is expected beside ``libaoti_cuda_shims.so`` and foreign where that is absent
+(1.1 to 1.4 ship it in CPU wheels too).
 """
 
 from __future__ import annotations

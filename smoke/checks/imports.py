@@ -1,28 +1,14 @@
 """``imports declared``: every third-party module the package imports when it is imported is declared
 (issue 28, part 3; issue 37).
 
-A static scan of the wheel's Python modules with the standard ``ast``, nothing run, nothing installed:
-from the public modules (``PUBLIC``: ``import executorch``, the entry points its documentation has
-users import, and the LLM export command it has users run), follow every import that runs at import time
-(a module's top level, a class body, an ``if``, ``with``, ``for``, ``while`` or ``match`` at top level)
-through the wheel's own modules, and collect the third-party top-level names reached. One not covered by a
-``Requires-Dist`` FAILs, naming the import, the module and line that runs it and the chain of imports from a
-public module: ``pip install executorch`` gives a package that does not import (executorch#22180: torchao
-and pytorch_tokenizers imported, not declared; #15283 in 1.0.0, on the LLM export path).
+A static ``ast`` scan, nothing installed: from the public modules (``PUBLIC``), follow each import that runs at
+import time through the wheel's own modules, collecting third-party names. One no ``Requires-Dist`` covers FAILs,
+naming where it runs and its chain (executorch#22180, #15283).
 
-Optional, and fine (``guarded``): an import inside a function (runs when called), under ``if TYPE_CHECKING``,
-inside a ``try`` whose first handler that catches a missing module (``ImportError``,
-``ModuleNotFoundError``, ``Exception``, ``BaseException`` or everything) can complete without raising (the
-package copes without it; one that re-raises makes the import required), inside ``with
-contextlib.suppress(ImportError)``, or in an ``except`` handler (runs only when something failed). An
-``if`` on ``sys.version_info``, ``sys.platform``, ``os.name`` or ``platform.system()``/``machine()`` is
-judged for the wheel: its Python versions (the ``cpXY`` tags of a version-specific wheel; none known for
-``abi3`` or ``py3``, and then both branches count) and the row's Linux machine; a branch that does not run
-there is not needed. Any other ``if`` counts both branches. A requirement under an extra's marker covers
-its import. A requirement covers an import when the names match as distribution names do (PEP 503:
-``typing_extensions`` is ``typing-extensions``), the import is one a distribution provides under another
-name (``IMPORT_NAMES``: ``yaml`` is PyYAML's), or a declared distribution is known to require the import's
-(``REQUIRES``; said in the line, as it is not the wheel's own declaration).
+Guarded imports are optional: in a function, under ``TYPE_CHECKING``, in a ``try`` that copes with a missing module,
+under ``contextlib.suppress(ImportError)``, or in an ``except``. An ``if`` on the Python version or platform is
+judged for the wheel and row; any other ``if`` counts both branches. A requirement covers an import by PEP 503
+name, ``IMPORT_NAMES`` or ``REQUIRES``.
 """
 
 from __future__ import annotations
@@ -142,12 +128,11 @@ def _has_code(text: bytes) -> bool:
 
 
 def own_packages(sizes: dict[str, int], read: Callable[[str], bytes], kind: Callable[[str], str | None]) -> set[str]:
-    """The top-level names the wheel really ships: a top-level module or package of its own, so that importing it
-    needs no other distribution. A name counts when the wheel ships, as ``NAME.py`` or under ``NAME/``, a Python
-    module with code (a line that is not blank or a comment) or a native extension module (``.so``/``.pyd`` whose
-    first bytes are ELF, Mach-O or PE: ``kind(member)``, read only where needed). Empty files, or files of comments, under
-    ``torch/`` make no torch: ``import torch.nn`` needs the torch distribution whatever placeholders the wheel holds
-    (issue 37), so such a name stays third-party and must be declared. ``.dist-info``/``.data`` are not modules."""
+    """The top-level names the wheel really ships, so that importing them needs no other distribution.
+
+    A name counts for a Python module with code, or a native extension module (``.so``/``.pyd`` that ``kind`` reads as
+    ELF, Mach-O or PE). Placeholder files under ``torch/`` make no torch (issue 37): such a name stays third-party and
+    must be declared."""
     own: set[str] = set()
     for member, size in sorted(sizes.items()):
         path = PurePosixPath(member)
@@ -400,11 +385,9 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str | None
 
 
 def scan(sources: dict[str, str], read, own: set[str], roots: list[str], facts: Facts | None = None) -> Scanned:
-    """Follow the import-time imports from ``roots`` through the wheel's modules (``sources``: name ->
-    member; ``read(member)``: its text), judging each guard by ``facts``. Returns the third-party imports found,
-    required and only guarded (first one per top name), how each module was reached (module -> the module that
-    imported it) and the modules that do not parse. A guarded import of the wheel's own module is not followed:
-    what that module needs is needed only where it imports."""
+    """Follow the import-time imports from ``roots`` through the wheel's modules (``sources``: name -> member), judging
+    each guard by ``facts``. Returns the third-party imports, required and only guarded (first per top name), how each
+    module was reached, and the modules that do not parse. A guarded import of the wheel's own module is not followed."""
     reached: dict[str, str] = {root: "" for root in roots}
     todo = list(roots)
     third: dict[str, Found] = {}

@@ -1,9 +1,8 @@
 """What the built environment holds: checks that need the wheel installed, but no GPU.
 
-``smoke.child.probe`` runs inside the environment and prints what torch and the
-executorch runtime say about themselves; the parent judges it here, before the
-export child runs. The common checks are declared at the end (``CHECKS``); a backend's own
-(the CUDA libraries resolving as installed) are in its module.
+``smoke.child.probe`` runs inside the environment and prints what torch and the executorch runtime say about
+themselves; the parent judges it here, before the export child runs. The common checks are ``CHECKS``; a backend's
+own are in its module.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Each parent-side stage's check signature, and the one way each is run (timed).
 
-A wheel-file check reads the wheel, its row and the wheel's native libraries; an environment check reads also the
-facts the child reported after its imports. Every declared check is one of these two (``FileCheck``,
-``EnvironmentCheck``), so mypy holds its function to its stage's signature; the child's checks have none.
+A wheel-file check reads the wheel, its row and its native libraries; an environment check also reads the child's
+facts. Every declared check is a ``FileCheck`` or an ``EnvironmentCheck``, so mypy holds its function to its stage's
+signature; the child's checks have none.
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """The file checks of a macOS wheel, on its Mach-O files (``smoke.readers.macho``), on any host.
 
-They carry the Linux checks' names, so a macOS row's report has the same shape:
+Named as the Linux checks, so reports have one shape:
 
-- ``platform tag``: every slice needs no macOS newer than the tag's (``macosx_14_0_arm64``: 14.0),
-  read from LC_BUILD_VERSION or LC_VERSION_MIN_MACOSX as delocate reads it (an arm64 slice: no
-  macOS before 11 runs one, so a tag below 11.0 means 11.0 there, as delocate counts it);
-- ``architecture``: every Mach-O file has the slices the tag names (arm64, x86_64; universal2 both);
-  a file the reader refuses, or named ``.dylib`` and not Mach-O, fails here;
-- ``library RUNPATH``: every LC_RPATH entry is ``@loader_path``- or ``@executable_path``-relative
-  (the interpreter, PREFIX/bin) and stays inside the installed environment; an absolute entry,
-  one into a build tree or one that climbs out fails, naming the file and the entry
-  (executorch#21743: 1.4.0 searched the CI's conda and build tree);
-- ``libraries resolve``: every LC_LOAD_DYLIB is found: a system library (``/usr/lib``, ``/System``);
-  in the wheel through ``@loader_path`` or an ``@rpath`` entry (its own, or, for a library loaded
-  by others, theirs: dyld searches the rpaths of every image on the way to it); in the folder of a
-  declared dependency (``torch/lib`` for torch). A FAIL names the file and the name (executorch#14421).
+- ``platform tag``: no slice needs a macOS newer than the tag's (as delocate reads it);
+- ``architecture``: every Mach-O file has the slices the tag names;
+- ``library RUNPATH``: every LC_RPATH entry is loader- or executable-relative and stays inside the environment
+  (executorch#21743);
+- ``libraries resolve``: every LC_LOAD_DYLIB is found in the system, the wheel or a declared dependency's folder
+  (executorch#14421).
 
-A fat (universal) file is judged slice by slice, in ``library RUNPATH`` and ``libraries resolve``: dyld maps
-the one slice of the process's architecture and searches that slice's LC_RPATH entries (and its loaders'
-slices' of the same architecture), never another slice's, so a slice's needs are met by its own entries
-and by a library that has a slice of its architecture (dyld grades a fat file's slices for the process and
-maps the best one, as ``macho_best_slice()`` of ``<mach-o/utils.h>`` exposes it; llvm-project#168472 follows
-the same rule for the JIT). Slices of architectures the wheel's tag does not
-name are not judged, and the PASS says how many: no interpreter pip installs that wheel for loads them.
-A message names the slice of a fat file: ``PATH (x86_64 slice)``.
+A fat file is judged slice by slice: dyld maps only the process's slice and searches its rpaths. Slices the tag
+does not name are not judged; messages name the slice: ``PATH (x86_64 slice)``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
 """One owner for each runtime component: the `one runtime core` file check.
 
-A component of the runtime that holds process-wide state (a registry, the platform layer, a thread
-pool, a delegate, the global state of a library the runtime bundles) must have one definer among
-the libraries that reach each other, or the process holds two copies and each caller reaches one or
-the other. The definers are read from the dynamic symbol tables (``smoke.readers.elf``), by the functions
-that own the state (the components of upstream's ownership table, ``.ci/scripts/wheel/
-test_shared_libraries.py`` on main, plus logging).
+A runtime component with process-wide state (a registry, the platform layer, a thread pool, a delegate) must have
+one definer among libraries that reach each other, or the process holds two copies. Definers are read from the
+dynamic symbols (weak ones too) of the functions that own the state (upstream's ``test_shared_libraries.py``).
 
-Which libraries reach each other depends on the release's layout:
+- From 1.5 (the split): one definer in the wheel, the owner in ``executorch/lib`` where that ships or is required;
+  a required owner ships.
+- Before 1.5 (monolithic): two definers in one load closure FAIL; copies in modules Python loads apart are named.
 
-- From 1.5 on (the split): the runtime ships as shared libraries in ``executorch/lib``, each component
-  with one owner there, and every extension module links them. Another shipped library that defines
-  a component is a private copy beside the shared one, wherever it is (upstream's test fails it
-  too), and a component whose one definer is not its owner is the monolithic layout again, unless
-  upstream's table marks that owner not required and the wheel does not ship it (the CPU kernels
-  linked into ``_C`` by a build without the optimized kernels). An owner it marks required must ship
-  (the CUDA ones on a ``+cuXXX`` wheel).
-- Before 1.5 (monolithic): each Python extension module carries its own runtime, and Python loads
-  each with RTLD_LOCAL, in a symbol scope of its own. Two definers within one library's load closure
-  (DT_NEEDED among the shipped libraries, followed from every library, so a cycle is judged too)
-  share a scope and collide. Copies in modules loaded apart are named, not failed: on 1.4.1 they
-  stay apart under Python's default flags, and the one object that crosses between modules (a
-  PyDataLoader) carries none of their state (measured; docs/releases.md says how).
-
-A weak definition counts: the loader binds it as it binds a global one (the first in search order
-wins), and the functions named here own their state out of line; inline and template code, which
-compilers emit weak in every library that uses it, is never named. 1.0 to 1.4 define
-``pthreadpool_create`` weak. An export-side library (not a Python extension, linking libtorch) may
-carry its own copy of a kernel set: it registers those kernels into torch, not into ExecuTorch's
-registry (upstream's rule; on 1.5.1, loading it added the runtime's quantized kernels once).
+An export-side library (linking libtorch) may carry its own kernel set.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A row's checks, gathered in the order they run.
 
-The checks are declared as data (``smoke.stages.Check``) beside the functions that decide them:
-the wheel file (``smoke.checks.shipped``, ``smoke.checks.policy``, ``smoke.checks.resolve``; also alone in ``nox -s inspect``), the
-environment (``smoke.checks.installed``, ``smoke.checks.resolve``, judged on what the child reports after its
-imports), the child (``smoke.stages``). A row runs those common checks and the ones its backend
-declares (``smoke.backends``); ``for_row`` lists them.
+Checks are declared as data (``smoke.stages.Check``) beside the functions that decide them: on the wheel file (also
+alone in ``nox -s inspect``), on the environment (judged on what the child reports), and in the child. A row runs
+the common checks of its system (``BY_SYSTEM``) and its backend's own (``smoke.backends``); ``for_row`` lists them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """What the wheel's platform tags promise, and whether its ELF files keep the promise.
 
-A ``manylinux_2_28_x86_64`` wheel says: pip installs it on any x86_64 Linux with glibc 2.28 or
-newer, and it loads there with nothing but itself and its declared dependencies. These checks read
-the wheel file alone (no install, no GPU), with auditwheel's policy tables (pinned in
-requirements-gate.txt; the tables are never retyped here) and auditwheel's ELF readers:
+A ``manylinux_2_28_x86_64`` wheel installs on any x86_64 Linux with glibc 2.28 or newer and loads there with only
+itself and its declared dependencies. Judged on the wheel file alone, with auditwheel's policy tables (never retyped
+here) and ELF readers:
 
-- ``platform tag``: every ELF file needs no symbol version (GLIBC_, GLIBCXX_, CXXABI_, GCC_ ...)
-  newer than its tag's policy allows, and no symbol the policy blacklists; a ``linux_*`` tag is
-  not publishable at all;
-- ``architecture``: every ELF file is of the tag's machine and class (and needs no x86-64 level
-  above the baseline the tag promises).
+- ``platform tag``: no ELF file needs a symbol version newer than its tag's policy allows, or a blacklisted symbol;
+  a ``linux_*`` tag is not publishable;
+- ``architecture``: every ELF file is of the tag's machine and class, and needs no x86-64 level above its baseline.
 
-Whether each library's needs are found (``libraries resolve``, with the system libraries these
-policies allow) is ``smoke.checks.resolve``.
-
-A FAIL names the file, what it needs and, for a tag, the tag that would be true.
+``libraries resolve`` is ``smoke.checks.resolve``. A FAIL names the file, what it needs and the tag that would be true.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """``torch requirement``: the wheel's Requires-Dist can be installed beside the torch its release pairs with.
 
-- A known release line pairs with one torch line (``smoke.readers.releases``: releases.json, each line with its
-  upstream source). A wheel of that line whose ``Requires-Dist: torch`` (its markers evaluated for the row's machine)
-  admits no release of that torch line cannot be installed beside it: pip refuses the pair, and installed as declared
-  it gets a torch the runtime was not built against. FAIL, naming both. (Before, the build failed and the gate said
-  ERROR, "the gate could not run", of a defect of the wheel's.)
-- A requirement that pins a local version (``torch==2.14.0+cu124``): PEP 440 says local version labels are not for
-  public index servers, and PyPI refuses them, so ``pip install`` from the package index cannot satisfy it
-  (pytorch/TensorRT#4545, torch-tensorrt 2.5.0 pinned ``torch==2.5.0+cu124``). FAIL, naming it.
-- A wheel whose line the gate does not know (a nightly) is paired by rule (``smoke.readers.pairing``): a declared
-  torch that admits no line the gate has constraints for is then the gate's gap, an ERROR asking for ``--constraints``,
-  not a verdict on the wheel.
-
-The environment is not built when this FAILs (``smoke.engine.row.files_checked``): what would be installed is
-not what the wheel declares.
+FAILs where ``Requires-Dist: torch`` (markers evaluated for the row) admits no release of the torch line the wheel's
+release pairs with (``smoke.readers.releases``), or where a requirement pins a local version (``torch==2.5.0+cu124``),
+which no public index serves (PEP 440; pytorch/TensorRT#4545). A line the gate does not know (a nightly) is paired by
+rule (``smoke.readers.pairing``). When this FAILs the environment is not built (``smoke.engine.row.files_checked``):
+what would be installed is not what the wheel declares.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Whether every library the wheel ships finds what it needs (DT_NEEDED, and the symbols it can see), as far as the
 wheel file tells.
 
-- ``libraries resolve``: every DT_NEEDED of every ELF file is found: in the wheel through its
-  ``$ORIGIN`` entries, in the folder of a dependency the wheel declares where the wheels of it the gate has read
-  ship that file (``smoke/readers/dependency_files.json``: the paired torch line's, the declared ``nvidia-*``
-  packages'; checked again in the installed environment by ``check_dependency_libraries``), or as a system library
-  every platform tag's policy allows (``smoke.checks.policy``). A need left to a dependency the gate has read no
-  wheel of is not placed: it is said to be judged only end to end (a SKIP where nothing fails). Every undefined
-  symbol of ExecuTorch's own namespaces is defined by the file itself or a shipped library it loads (DT_NEEDED,
-  followed through): the only definers of those symbols are ExecuTorch's libraries; the other undefined symbols
-  are left to system and dependency libraries the gate does not read, judged end to end.
+- ``libraries resolve``: every DT_NEEDED is found in the wheel through ``$ORIGIN``, in a declared dependency's
+  folder where its wheels the gate read ship the file (``smoke/readers/dependency_files.json``), or as a system
+  library every tag's policy allows; one left to an unread dependency is judged end to end. Every undefined symbol
+  of ExecuTorch's namespaces is defined by the file or a shipped library it loads.
 - ``dependency libraries installed``: each need left to a declared dependency is in its folder as installed.
 
 A FAIL names the file and what it needs.
@@ -83,9 +78,8 @@ class Shipped:
 
 class Known:
     """What each declared dependency (or the torch the policy leaves to the user) ships, as far as the gate has read
-    its wheels: torch by the line the wheel pairs with (``smoke.readers.pairing``) for the row's machine, of the CUDA
-    train of a +cuXXX wheel (a CPU build runs on any of torch's builds: every one read must ship the need); another
-    package by the versions its requirement admits."""
+    its wheels: torch by the line the wheel pairs with, for the row's machine and a +cuXXX wheel's CUDA train (a CPU
+    build: every torch build read must ship the need); another package by the versions its requirement admits."""
 
     def __init__(self, wheel: Wheel, row: Row, providers: Providers) -> None:
         self.wheel, self.machine, self.train = wheel, row.machine, cuda_train(wheel)
@@ -141,13 +135,9 @@ def system_libraries(wheel: Wheel) -> tuple[list, frozenset[str]]:
 def resolve_needed(wheel: Wheel, row: Row, libraries: Libraries, allowed: frozenset[str]) -> Resolution:
     """Where the loader finds each DT_NEEDED of each ELF file, as far as the wheel file tells.
 
-    ``allowed``: the system libraries every platform tag's policy allows. A need that the file's own
-    search path does not reach is still met when the file is only ever loaded as a dependency, and
-    every shipped file that needs it meets that need first (the loader then finds it already loaded
-    by its soname); a file nothing else needs (an extension module, a library opened by path) must
-    reach everything itself. A need is placed in a declared dependency only where the wheels of it the gate
-    has read ship that file where the entry leads: that the file's RUNPATH also searches torch's folder does not
-    make torch hold what the wheel left out (a wheel without its own libexecutorch_etdump.so, which _C needs).
+    ``allowed``: the system libraries the tags' policies allow. A need the file misses is met if every shipped file
+    loading it meets it (not so for extension modules); a dependency holds it only where the gate's read wheels of it
+    ship the file.
     """
     # Only a shared library the loader can map satisfies a need: not a folder, not a text file under
     # the name, not an object file (ET_REL) or an executable.
@@ -288,14 +278,11 @@ OWN_SYMBOL = re.compile(r"^_Z(?:T[VIS])?N[rVKO]*(?:10executorch|5torch8executor)
 
 
 def unmet_symbols(libraries: Libraries, skip: frozenset[str] = frozenset()) -> tuple[dict[str, list[str]], int, int]:
-    """Each file's undefined symbols of ExecuTorch's namespaces that the loader cannot bind from the shipped libraries:
-    those its own scope (it and the shipped libraries it loads: ``owners.load_groups``) does not define, and, for a
-    library only other shipped files load, that the scope of some file loading it does not define either (a library
-    loaded as another's need binds its symbols in that one's scope: 1.2.0's patched AOTI shims take the runtime's from
-    ``_portable_lib``, which needs them; ``libraries load`` loads such a one so, end to end). An extension module is
-    imported by its path, whoever else lists it (as ``resolve_needed``'s ``met``): its own scope must define them. How
-    many undefined symbols were judged so, and how many were left to libraries the gate does not read. The files in
-    ``skip`` (a need already unresolved) are not judged."""
+    """Each file's undefined symbols of ExecuTorch's namespaces that the loader cannot bind from the shipped libraries.
+
+    Its own scope (it and what it loads) must define them or, for a library only others load, every loading scope must
+    (1.2.0's AOTI shims bind from ``_portable_lib``). Also counts symbols judged and left to unread libraries; files in
+    ``skip`` are not judged."""
     groups = load_groups(libraries)
     loaders = needed_by(libraries)
     defined: dict[str, set[str]] = {}

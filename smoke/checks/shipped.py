@@ -1,13 +1,8 @@
 """What the wheel ships: the checks that read the wheel file itself, with nothing installed.
 
-They need no GPU and no torch, so they run on every machine: first in every row,
-before its environment is built (fail-fast then rejects a broken wheel before any
-install), and alone in ``nox -s inspect``. Each is a function of the wheel (and
-the row) returning one ``CheckResult``.
-
-The common ones are declared at the end (``CHECKS``); a backend's own, such as the CUDA
-build and device code, are in its module (``smoke.backends``); ``smoke.checks.pipeline.for_row``
-orders them.
+They need no GPU and no torch, so they run first in every row, before its environment is built (fail-fast then
+rejects a broken wheel before any install), and alone in ``nox -s inspect``. The common ones are ``CHECKS``; a
+backend's own are in its module (``smoke.backends``); ``smoke.checks.pipeline.for_row`` orders them.
 """
 
 from __future__ import annotations

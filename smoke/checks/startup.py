@@ -1,18 +1,12 @@
 """``start-up code``: what the wheel would run at every start of every interpreter of an environment it is in.
 
-As an interpreter starts (``-S`` apart), Python's ``site`` module reads each ``*.pth`` file in site-packages and
-executes every line of it that begins with ``import`` and a space or a tab; it then imports a ``sitecustomize`` and a
-``usercustomize`` module where the path has one (https://docs.python.org/3/library/site.html). The wheel's files
-that land in site-packages itself are its top-level members (outside its ``.dist-info``) and those directly in its
-``.data/purelib`` and ``.data/platlib`` (the wheel format, PEP 427). Code there runs before any program's own, every
-program's: a user's, and the gate's child, whose record it could write before the child does, so that a row "passes"
-with nothing exported or run (the hostile round of issue 37). No executorch wheel ships any: PyPI's 1.5.1 for Linux,
-macOS and Windows pass (tests/checks/test_startup.py), and none of PyPI's 1.0.0 to 1.5.1 wheels (23 read, Linux x86_64
-and aarch64, macOS, Windows) nor main's CUDA build has a top-level file at all (read 2026-12-05).
+Python's ``site`` module executes each ``import`` line of a ``*.pth`` file in site-packages and imports
+``sitecustomize`` and ``usercustomize`` at start-up. Such code of the wheel's (its top-level members and those
+directly in ``.data/purelib`` or ``.data/platlib``) runs before every program's own, even the gate's child, whose
+record it could write first (issue 37). No executorch release ships any.
 
-- A ``.pth`` line that is executed, a ``sitecustomize`` or ``usercustomize`` module: FAIL, named, the line quoted.
-- A ``.pth`` whose lines only add folders to ``sys.path``: WARN (no code runs; every program of the environment
-  then searches those folders).
+- An executed ``.pth`` line, a ``sitecustomize`` or ``usercustomize`` module: FAIL, named, the line quoted.
+- A ``.pth`` that only adds folders to ``sys.path``: WARN (no code runs, but every program searches them).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """``wheel tags``: the file name's tags are its WHEEL file's.
 
-pip chooses and installs a wheel by the tags in its file name; the builder writes the tags it
-built for into ``.dist-info/WHEEL`` (one ``Tag:`` line each, and ``Build:`` for a build number). A
-file renamed after the build (``cp311`` to ``cp311.cp312``, ``manylinux_2_28`` to ``any``) installs
-where its files were never built to run: a FAIL naming both. Tags that no Python installs at all,
-or a WHEEL file that cannot be read, are refused before this (``smoke.readers.wheel.read_wheel``).
+pip chooses a wheel by the tags in its file name; the builder writes the tags it built for into
+``.dist-info/WHEEL``. A file renamed after the build (``cp311`` to ``cp311.cp312``) installs where its files were
+never built to run: a FAIL naming both. Impossible tags or an unreadable WHEEL file are refused earlier
+(``smoke.readers.wheel.read_wheel``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """The file checks of a Windows wheel, on its PE files (``smoke.readers.pe``), on any host.
 
-They carry the Linux checks' names, so a Windows row's report has the same shape:
+Named as the Linux checks, so reports share a shape:
 
 - ``architecture``: every ``.pyd``/``.dll``/``.exe`` is of the tag's machine (``win_amd64``: AMD64);
-  a file the reader refuses, or named ``.pyd``/``.dll`` and not PE, fails here;
-- ``libraries resolve``: every imported DLL (and delay-loaded one) is found where the Windows loader
-  searches when Python loads an extension module (Python 3.8 and later: ``LoadLibraryExW`` with
-  ``LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR``, no ``PATH``): in the wheel
-  beside the file that imports it; in a folder of the wheel that one of its modules adds with
-  ``os.add_dll_directory`` (read from the module's source: ``portable_lib.py`` adds its own folder,
-  executorch#14446); a system DLL (delvewheel's list of what every Windows has, the ``api-ms-win-*``
-  sets) or the Visual C++ runtime (``msvcp140.dll``, ``vcruntime140*.dll``: torch needs it installed
-  too); the interpreter's own DLL, the one the wheel's tag names (``cp311``: ``python311.dll``, or
-  ``python3.dll``, the stable ABI's, which every CPython 3 has; ``abi3``: ``python3.dll`` alone): an
-  extension that imports ``python312.dll`` under a ``cp311`` tag loads in no CPython 3.11 (CPython's
-  C API docs, "C API and ABI Stability": on Windows an extension links a specific ``pythonXY.dll``;
-  PEP 384: a stable-ABI one links ``python3.dll``; PyPI's executorch 1.5.1 ``cp311`` ``.pyd`` files
-  import ``python311.dll``); a DLL of torch's ``torch/lib`` when the wheel declares torch (torch adds
-  that folder with ``os.add_dll_directory`` when imported). A FAIL names the file and the DLL.
+- ``libraries resolve``: every imported (or delay-loaded) DLL is found where Python's loader searches (no ``PATH``):
+  beside the importing file, in a folder a module adds with ``os.add_dll_directory`` (executorch#14446), as a system
+  or Visual C++ runtime DLL, as the tag's interpreter DLL (``cp311``: ``python311.dll`` or ``python3.dll``), or in
+  ``torch/lib`` when torch is declared.
 
-What it cannot judge is said in its PASS: a DLL left to torch's ``torch/lib`` or to a folder a module
-adds is found only when that module (``import torch``) ran first in the process, and whether each DLL
-then loads is judged only end to end (executorch#14443: 1.0's ``_portable_lib`` failed "DLL load
-failed" though every DLL it imports is placed; fixed by executorch#14446's ``os.add_dll_directory``).
+A DLL left to ``torch/lib`` or an added folder is found only once that module ran, and whether each loads is
+judged only end to end (executorch#14443); the PASS says so.
 """
 
 from __future__ import annotations

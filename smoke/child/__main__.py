@@ -1,8 +1,8 @@
 """``python -S -m smoke.child ...``: the run's token first, then site-packages, then the child.
 
-The parent writes this run's token as the first line on the child's stdin (``smoke.environment.follow``). It is read
-here before ``site.main()`` searches site-packages and runs what its ``.pth`` files say: code a wheel runs at start-up
-has not seen it, and an end record it writes is not taken for the child's.
+The parent writes the run's token as the first line on the child's stdin (``smoke.environment.follow``). It is read
+before ``site.main()`` runs the ``.pth`` files, so start-up code a wheel runs has not seen it, and an end record that
+code writes is not taken for the child's.
 """
 
 import gc

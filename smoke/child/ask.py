@@ -1,15 +1,12 @@
 """The child's questions to the parent: what only the parent's readers can tell.
 
-The child imports none of the parent's readers or checks (pyproject.toml's ``forbidden`` contract), so what
-it wrote is judged by the parent: the child writes an ``Ask`` (``smoke.protocol``) to its record, and the parent,
-which follows the record as it grows (``smoke.environment.follow``), answers with one line on the child's stdin
-(``smoke.engine.row``'s answers):
+The child imports none of the parent's readers or checks (pyproject.toml's ``forbidden`` contract), so it writes
+an ``Ask`` (``smoke.protocol``) to its record, and the parent, which follows the record, answers with one line on
+the child's stdin:
 
-- ``exported``: the two models' exports are written (``exported``: label -> whether the export happened,
-  ``weight_matrix_bytes``): the parent judges ``delegate``, ``data file`` and ``weights in the data file`` on
-  the files, reports them, and answers each label's ``data file`` status, on which the runs depend;
-- ``program``: ``path``: the program's plans, their delegates and the operators they leave to the kernels
-  (``portable kernels``), or ``error``.
+- ``exported``: the two models' exports are written; the parent judges ``delegate``, ``data file`` and ``weights
+  in the data file``, and answers each label's ``data file`` status, on which the runs depend;
+- ``program``: the program's plans, their delegates and the operators left to the kernels, or ``error``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Every extension module the wheel ships imports, each in a process of its own.
 
-The modules are the installed distribution's ``*.cpython-*.so`` and ``*.abi3.so`` files (its RECORD),
-each imported by its dotted name (``executorch/extension/pybindings/_portable_lib.cpython-311-….so``
-is ``executorch.extension.pybindings._portable_lib``) in ``python -I``: the environment's
-site-packages and the clean loader environment (``smoke.environment.loaderenv``), nothing else.
-
-A process each, not one for all: in one process a module whose library is not found from its own
-RUNPATH would load anyway once an earlier module had loaded a library of that name (the loader
-reuses a loaded soname), and a crash in one import would end the others' too.
-
-The child starts ``python -m smoke.child.extensions VERDICT.json`` early, so that it runs beside the
-exports, and collects its verdict last (``collect``).
+The modules are the installed distribution's ``*.cpython-*.so`` and ``*.abi3.so`` files (its RECORD), each imported
+by its dotted name in ``python -I`` with the clean loader environment (``smoke.environment.loaderenv``). A process
+each: in one, a module whose library its RUNPATH misses would load anyway once another had loaded that soname, and a
+crash would end the others' imports too. The child starts ``python -m smoke.child.extensions VERDICT.json`` early,
+beside the exports, and collects its verdict last (``collect``).
 """
 
 from __future__ import annotations
@@ -101,13 +95,11 @@ def shipped_modules(distribution: str = DISTRIBUTION) -> list[str]:
 
 
 def torch_outside() -> str | None:
-    """torch's library folder when torch is not in this environment's site-packages (``--torch-from``:
-    a ``.pth`` file leads to another environment's), else None.
+    """torch's library folder when torch is not in this environment's site-packages (``--torch-from``), else None.
 
-    The wheel's libraries reach torch's through ``$ORIGIN/../../../torch/lib``, which exists only where
-    pip put torch beside them. With torch elsewhere, that folder stands in for site-packages' own, given to
-    these imports' loader (and only to theirs) as LD_LIBRARY_PATH: ``libraries resolve`` has checked that
-    each library's RUNPATH leads into torch/, and ``dependency libraries installed`` that the files are there.
+    The wheel's libraries reach torch through ``$ORIGIN/../../../torch/lib``, which exists only where pip put torch
+    beside them; elsewhere, this folder is given to these imports' loader alone as LD_LIBRARY_PATH (``libraries
+    resolve`` has checked that each RUNPATH leads into torch/).
     """
     import importlib.util
     import os
@@ -236,9 +228,8 @@ def fork_together(workdir: Path) -> tuple[list[str], forks.Forked] | None:
 
 def start_together(workdir: Path) -> tuple[list[str], forks.Started] | None:
     """Every extension module the wheel ships imported into one fresh ``python -I`` (``_TOGETHER``), started now, beside
-    the exports: the child's way where it cannot fork (CUDA's driver initialised by its imports: ``forks.
-    device_initialised``), instead of a process started after its work (``together``). None where the distribution is
-    not installed. ``collect`` reads it as it reads the fork (``together_of``), with nothing imported before the modules."""
+    the exports: the child's way where it cannot fork (CUDA's driver initialised: ``forks.device_initialised``). None
+    where the distribution is not installed; ``collect`` reads it as it reads the fork (``together_of``)."""
     try:
         modules = shipped_modules()
     except metadata.PackageNotFoundError:
@@ -257,9 +248,8 @@ def start_together(workdir: Path) -> tuple[list[str], forks.Started] | None:
 def together_of(forked: tuple[list[str], forks.Forked | forks.Started], imported: list[str], torch_lib: str | None = None,
                 timeout: float = IMPORT_TIMEOUT_S) -> dict | None:
     """The fork's verdict (or the process's of ``start_together``), as ``together`` gives it: where it went wrong (the
-    module being imported and which of the modules before it bring it about, each alone before it in a fresh process),
-    or None where fewer than two modules imported alone. ``imported``: the modules that imported alone (a module that
-    does not is judged by that)."""
+    module being imported and which earlier modules bring it about, each imported before it in a fresh process), or None
+    where fewer than two modules imported alone (``imported``)."""
     modules, process = forked
     first = AFTER if isinstance(process, forks.Forked) else None  # what the process imported before the modules
     if len(imported) < 2:

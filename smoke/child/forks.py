@@ -1,16 +1,12 @@
 """A fork of the child that does one piece of work in a process of its own (issue 35).
 
-The child has imported torch and ``executorch.exir`` (its first phase). The negative control and the extension
-modules' import into one process need a process of their own (the control's crash must end only it; a second
-registration aborts the process it happens in), not an interpreter of their own that imports torch and the runtime
-again: a fork of the child, made right after its imports and before it has done anything else (no export, no
-device initialised, no thread pool started), is that process for the price of the fork. What one fork does, a crash,
-an abort, a library left loaded, ends with it; the child goes on.
+The negative control and the extension modules' joint import need a process of their own (a crash or a second
+registration must end only it), not a fresh interpreter importing torch and the runtime again: a fork of the child,
+made right after its imports and before any export, device or thread pool, costs only the fork. Whatever a fork does
+ends with it.
 
-A fork's output (fds 1 and 2) goes to its log; fd 0 is its own pipe (``send``), never the child's stdin, on which the
-parent's answers come; it ends with ``os._exit``, flushing nothing of the child's. ``Forked`` answers the calls a
-``subprocess.Popen`` answers where the child uses one (``poll``, ``kill``, ``wait``, ``communicate``, ``returncode``),
-so ``smoke.proc.end`` ends it as it ends a process.
+A fork's output goes to its log; its fd 0 is its own pipe (``send``) or /dev/null, never the child's stdin, where the
+parent's answers come. ``Forked`` answers ``subprocess.Popen``'s calls, so ``smoke.proc.end`` ends it too.
 """
 
 from __future__ import annotations
@@ -97,13 +93,11 @@ CUDA_ERROR_NOT_INITIALIZED = 3
 
 
 def device_initialised() -> bool:
-    """Whether this process has initialised CUDA's driver. A fork of a process that has cannot use the device (CUDA
-    is not fork-safe once initialised: the fork's first call fails with an initialisation error), so a fork's verdict
-    would be the fork's, not the wheel's: the negative control's load would fail for it and pass. The child forks
-    only while this is False, else it starts processes of their own. Nothing is initialised to ask: the driver
-    library is looked up only where it is loaded already (RTLD_NOLOAD; not loaded, it was never initialised), and
-    ``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED until ``cuInit`` ran (any other answer counts as
-    initialised)."""
+    """Whether this process has initialised CUDA's driver.
+
+    A fork of a process that has cannot use the device, so its verdict would be the fork's, not the wheel's; the child
+    forks only while this is False. Asking initialises nothing: the driver is looked up only if already loaded
+    (RTLD_NOLOAD), and ``cuDeviceGetCount`` answers CUDA_ERROR_NOT_INITIALIZED until ``cuInit`` ran."""
     import ctypes
 
     try:

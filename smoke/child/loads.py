@@ -1,34 +1,15 @@
 """Every shared library the wheel ships loads, and registers what it registers once (issue 28, parts 1 and 2).
 
-The libraries are the installed distribution's ELF files named as shared libraries (``*.so``, ``*.so.N``;
-its RECORD), extension modules included: not only what the smoke models import. Each is opened with
-``ctypes.CDLL(path, RTLD_NOW)`` (every symbol bound now, as a lazy binding would fail later, at a call):
+Each ELF library the installed RECORD lists, extension modules too, is opened with ``ctypes.CDLL(path, RTLD_NOW)``:
 
-- ``libraries load``: each in a process of its own that imported torch first, the way the runtime's
-  users load them. A library with an undefined symbol (executorch#7086, #7163), a need that is not
-  found, or whose static initializers abort or crash fails, naming the file and the loader's message
-  or the signal with the last lines it printed.
-- ``libraries load before torch``: each in a process of its own that has not imported torch. A library
-  that loads after ``import torch`` but not before relies on torch having loaded libtorch into the
-  process (executorch#3049, #3137): the gate's child imports torch first, which hides it. It fails,
-  naming the need or symbol the loader could not resolve alone.
-- ``registered once``: every library into one process (after ``import torch``), in path order. A
-  kernel, operator or backend registered a second time aborts the process or is logged (the runtime's
-  ``Re-registering``, torch's ``Tried to register an operator``, ...; ``REGISTERED_TWICE``), as
-  quantized kernels compiled into two libraries did (executorch#21642). The library being loaded is
-  known (each load is marked in the output); the one that registered first is found by loading each
-  other library alone before it, a fork each (of those that bring it about, the one they all map: a
-  library that only loads the first one as its need is named beside it, not as it), and both are named.
+- ``libraries load``: each alone after ``import torch``; an undefined symbol (executorch#7086), a missing need or a
+  crash fails;
+- ``libraries load before torch``: each alone without torch, catching reliance on torch's libtorch (executorch#3049),
+  which the child's own import of torch hides;
+- ``registered once``: all in one process; a second registration (executorch#21642) fails, naming both libraries.
 
-"A process of its own" is a fork of this one: of a process that has imported nothing of the wheel's (for
-``before torch``), or of one that has imported torch and nothing else of the wheel's (for the others).
-A fork costs milliseconds where a fresh interpreter importing torch costs seconds, and it is a process
-of its own all the same: what one load does (a crash, an abort, a library left loaded) ends with it.
-Each load has ``LOAD_TIMEOUT_S``; one that hangs is ended by SIGALRM and said so.
-
-The child starts ``python -m smoke.child.loads VERDICT.json`` early, so that it runs beside the exports (as
-``smoke.child.extensions`` does), and judges what it wrote last (``collect``). Standard library only in here:
-it runs in the gate's environment, which has no pyelftools.
+Loads run in forks, each under ``LOAD_TIMEOUT_S``; the child runs this beside the exports and judges it last
+(``collect``). Standard library only: the gate's environment has no pyelftools.
 """
 
 from __future__ import annotations
@@ -95,11 +76,9 @@ def _said(text: str) -> str:
 def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> dict:
     """Load ``paths`` in order with RTLD_NOW in a fork of this process, its output to ``log``.
 
-    What happened, as data: ``reached`` (the index of the last load begun), ``errors`` (index: the
-    loader's message, for each load that raised), ``signal`` (the signal's name where the fork was ended
-    by one), ``exit`` (its exit code otherwise), ``output`` (what each load printed, by index), ``ended``
-    (whether it said it reached its end: a library whose initializer ends the process, ``_exit(0)`` included,
-    ends it during its load, before the loads after it, and never says so)."""
+    What happened, as data: ``reached`` (the last load begun), ``errors``, ``signal``, ``exit``, ``output`` (by index),
+    and ``ended``, whether it said it reached its end (an initializer that ends the process, ``_exit(0)`` included,
+    never says so)."""
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
@@ -191,13 +170,10 @@ EXTENSION_MODULE = re.compile(r"\.(cpython-[^/]*|abi3)\.so$")
 
 
 def through_loaders(outcomes: dict[str, dict], libraries: list[tuple[str, str]]) -> dict[str, dict]:
-    """A library that does not load alone but that a shipped extension module loads, as its need, with every
-    symbol bound, is loaded the way it is ever loaded: its undefined symbols are bound in the module's scope
-    (the CUDA shims of 1.2.0 take the runtime's logging from _portable_lib, which needs them; before 1.5 the
-    runtime lives in that extension module, which no library can name as its need). Such a library passes,
-    its loader named (``via``) and its error alone kept (``alone``). One that only a plain library loads is
-    not excused: it could name what it takes symbols from in its own DT_NEEDED, and must (underlinking,
-    executorch#7086); nor is an extension module, which Python imports by path, alone."""
+    """A library that fails alone but that a shipped extension module loads as its need, every symbol bound, passes: that
+    is how it is ever loaded (1.2.0's CUDA shims bind logging from _portable_lib); its loader is kept as ``via``, its
+    own error as ``alone``. One only plain libraries load is not excused: it must name its providers in DT_NEEDED
+    (executorch#7086)."""
     where = dict(libraries)
     judged = dict(outcomes)
     for path, outcome in outcomes.items():
@@ -319,11 +295,11 @@ def forkable() -> bool:
 
 
 def fork_part(workdir: Path, part: str) -> forks.Forked:
-    """One part of the loads (``PARTS``) in a fork of the child, at its background priority: ``before``, forked before
-    the child imports anything of torch's; ``after``, right after its ``import torch`` and before anything of the
-    wheel's. A process that has imported torch and nothing else of the wheel's is what ``libraries load`` needs, and
-    one that has not imported torch what ``libraries load before torch`` needs: a fork of the child is that process
-    without an interpreter that imports torch again. Only where ``forkable``."""
+    """One part of the loads (``PARTS``) in a fork of the child, at its background priority; only where ``forkable``.
+
+    ``before`` is forked before the child imports anything of torch's, ``after`` right after its ``import torch`` and
+    before anything of the wheel's: the processes ``libraries load before torch`` and ``libraries load`` need, without
+    an interpreter importing torch again."""
 
     def work() -> int:
         os.nice(proc.BACKGROUND_NICE)

@@ -1,10 +1,8 @@
 """The negative control: the weighted program loaded WITHOUT its data file, in a process of its own.
 
-It must not give eager's answer: a crash or an error is the expected outcome; a match means the
-weights are not coming from the data file. The process is a fork of the child made right after the child's
-imports (``fork_control``, ``smoke.child.forks``): it imports the runtime's bindings while the exports run, then
-reads the program's path on its fd 0. Without the child's imports to share (``--no-overlap``, the way before), it is
-``python -m smoke.child.negative - VERDICT.json``, started when it is needed.
+It must not give eager's answer: a crash or an error is expected; a match means the weights are not coming from the
+data file. The process is a fork of the child made after its imports (``fork_control``), reading the program's path
+on its fd 0; with ``--no-overlap`` it is ``python -m smoke.child.negative - VERDICT.json``, started when needed.
 """
 
 from __future__ import annotations

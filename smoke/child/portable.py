@@ -1,13 +1,9 @@
 """The portable kernels: a program with no delegate at all, exported, loaded and compared with eager.
 
-The delegate's checks prove the delegate; they say nothing of the kernels every program falls back to
-(an operator a partitioner declines runs on them). So each row also exports a small seeded model with
-no partitioner, checks from the program itself that no plan carries a delegate (a program that did
-would not prove the kernels: the parent's program reader reads the file, asked through
-``smoke.child.ask``), loads it with the wheel's runtime, runs it and compares with eager.
-It needs no device: on every row, GPU or not, it runs on the CPU.
-
-Imported only inside the gate's environment (torch and executorch are imported where used).
+The delegate's checks say nothing of the kernels every program falls back to (an operator a partitioner declines
+runs on them), so each row also exports a small seeded model with no partitioner, has the parent check that no plan
+carries a delegate (``smoke.child.ask``), then loads, runs and compares it. It runs on the CPU on every row.
+Imported only inside the gate's environment.
 """
 
 from __future__ import annotations

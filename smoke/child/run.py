@@ -1,11 +1,9 @@
 """The child: runs inside the gate's environment, in a process of its own.
 
-It is given its row as data (``ROW.json``, ``smoke.child.row``), exports a weightless model (``x + y``) and a
-weighted one (a seeded ``nn.Linear``) through the row's delegate (``smoke.child.exports``,
-``smoke.child.delegates``), has the parent judge what was written (``smoke.child.ask``: ``delegate``, ``data
-file``, ``weights in the data file``), loads the programs with their data files and compares them with eager
-PyTorch (``smoke.child.models``), and runs the negative control (``smoke.child.negative``). It speaks to the
-parent through its record file (``smoke.record``) and hears its answers on stdin.
+Given its row as data (``ROW.json``, ``smoke.child.row``), it exports a weightless and a weighted model through the
+row's delegate (``smoke.child.exports``), has the parent judge what was written (``smoke.child.ask``), loads the
+programs and compares them with eager PyTorch (``smoke.child.models``), and runs the negative control
+(``smoke.child.negative``). It speaks through its record file (``smoke.record``) and hears the parent's answers on stdin.
 
 Usage (the parent does this): ``python -S -m smoke.child ROW.json WORKDIR RECORD [--fail-fast] [--no-overlap]
 [--parallel-exports yes|no]``, the options being the row's own (``smoke.options``).
@@ -93,13 +91,10 @@ def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, par
 
 
 def fork_after_imports(workdir: Path, forked: Forks) -> None:
-    """Forks of this process, now that torch and the runtime's exporter are imported and nothing else has run (no
-    export, no device initialised): the negative control's process, and the extension modules' import into one
-    process, each a process of its own without importing torch again (smoke.child.forks). Where the imports
-    initialised CUDA's driver, a fork could not use the device (``device_initialised``): none is made, and each is a
-    process of its own: the negative control's an interpreter started now, which imports torch and the runtime while
-    the exports run (``start_negative_process``), the imports' one an interpreter started now too
-    (``start_together``), so that neither waits for the exports' end."""
+    """Forks of this process, now that torch and the exporter are imported and nothing else has run: the negative
+    control's process and the extension modules' joint import, neither importing torch again (``smoke.child.forks``).
+    Where the imports initialised CUDA's driver (``device_initialised``), a fork could not use the device: each is an
+    interpreter started now, so neither waits for the exports' end."""
     if device_initialised():
         forked.negative = start_negative_process(workdir)
         forked.together = start_together(workdir)

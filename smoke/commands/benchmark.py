@@ -1,24 +1,11 @@
 """``nox -s benchmark -- WHEEL [--row ROW] [--runs N]``: time the gate's phases over several runs.
 
-It measures, on this machine, in one invocation:
-
-- reading the wheel, and refusing it for a row of another architecture (in-process, repeated);
-- one cold run that builds the environment (unless ``--no-cold``);
-- ``--runs`` warm runs of each variant on the reused environment, interleaved: ``overlap``
-  (the default gate), ``overlap, exports at once`` (``--parallel-exports yes``; on 4 or
-  more cores) and ``serial`` (``--no-overlap``:
-  the environment probe in a process of its own, the negative control's process started only
-  when needed, the exports one after the other), so each improvement has its before and
-  after from the same run;
-
-and prints min/median/max per phase and the gate's overhead: its whole time over the sum of
-the unavoidable phases (the exports and the loads) in the same run. The floor a run is judged against is one
-import of torch and executorch measured alone (``IMPORT_ALONE``, timed as the child times its import phase, in the
-row's environment, with nothing of the gate's running beside it, once per round between the runs) plus that run's
-exports and loads: the child's own import phase is slowed by the gate's work beside it, so a floor made of it looks
-better than it is (issue 35).
-Unknown options are passed to the row (``--wheelhouse``, ``--torch-from`` ...). ``--output FILE`` appends the
-Markdown to a benchmarks document.
+It times reading the wheel and refusing it for another architecture, one cold run that builds the
+environment (unless ``--no-cold``), and ``--runs`` warm runs of each variant, interleaved (``overlap``, ``overlap,
+exports at once`` on 4+ cores, ``serial``), so each change has its before and after from one run. It prints
+min/median/max per phase and the gate's overhead over a floor: one import of torch and executorch timed alone
+(``IMPORT_ALONE``) plus the run's exports and loads, since the child's own import is slowed by the gate's work beside
+it (issue 35). Unknown options go to the row; ``--output FILE`` appends the Markdown to a document.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """``nox -s compare -- OLD.whl NEW.whl [--row ROW]``: what changed between a release that worked and a candidate.
 
-Both wheels are judged on one row (``--row``, or the row of NEW's architecture and kind of build that
-OLD fits too), each on its own:
+Both wheels are judged on one row (``--row``, else one fitting both), each on its own:
 
-- **checks**: every check's verdict on OLD and NEW side by side; a check PASS on OLD and FAIL, SKIP or not reported
-  on NEW is a regression, and so is NEW's child process failing (it crashed, hung, or did not reach its end).
-  By default each wheel runs its whole row (``python -m smoke ROW WHEEL``), each in its own environment
-  with its own paired torch (``DIR/old-ROW``, ``DIR/new-ROW`` under ``--env-dir``, reused when built from the
-  same wheel); ``--static-only`` runs the wheel-file checks alone, in this process, as ``inspect`` does;
-- **static drift** (``smoke.engine.drift``): files, sizes, Requires-Dist and the paired torch, RUNPATH, exported
-  symbols, the platform policy the ELF files need;
-- **runtime drift** (not with ``--static-only``): the child's seeded models, exported and run by each wheel:
-  their outputs compared with each other (``smoke.child.models``' tolerances) and with eager, the .pte and .ptd
-  sizes, and the export and load times as ratios NEW/OLD.
+- **checks**: each verdict on OLD and NEW side by side (``regressed``); by default each wheel runs its whole
+  row in its own environment; ``--static-only`` runs the file checks alone;
+- **static drift** (``smoke.engine.drift``): files, sizes, Requires-Dist, RUNPATH, symbols, platform policy;
+- **runtime drift** (not with ``--static-only``): the seeded models' outputs, file sizes and times, NEW against OLD.
 
-Exit 1 when a check regressed or outputs drifted past the tolerance, naming each; 0 otherwise (the drift is
-printed as information); 2 when it cannot judge (a GateError, one ERROR line). ``--report-dir DIR`` writes
-``DIR/compare-ROW.json`` (``docs/compare-schema.json``) and ``DIR/compare-ROW.md``, one compare of a row at a time
-(``hold_reports``); under GitHub Actions the Markdown goes to the step summary too.
+Exit 1 when a check regressed or outputs drifted past the tolerance; 0 otherwise; 2 when it cannot judge.
+``--report-dir DIR`` writes ``DIR/compare-ROW.json`` and ``DIR/compare-ROW.md`` (``hold_reports``).
 """
 
 from __future__ import annotations
@@ -95,10 +86,11 @@ ONLY_ON_FAILURE = (CHILD_PROCESS.name, EXECUTED.name)
 
 
 def regressed(name: str, old: str | None, new: str | None) -> bool:
-    """Whether NEW regressed on one check, by the two statuses (None: not reported). A check OLD passed that NEW
-    failed, skipped or did not report is judged no longer: a NEW whose child crashed or hung reports the checks after
-    that point skipped or not at all, and was never judged on them. NEW's child process failing (it crashed, hung,
-    or did not reach its end) is a regression even where OLD's failed too: nothing after it was judged on NEW."""
+    """Whether NEW regressed on one check, by the two statuses (None: not reported).
+
+    A check OLD passed that NEW failed, skipped or did not report regressed (after a crash, NEW was never judged on
+    it). One reported only on failure regresses where NEW fails it and OLD did not; NEW's child process failing
+    regresses even where OLD's failed too."""
     if name in ONLY_ON_FAILURE:
         return new == "fail" and (name == CHILD_PROCESS.name or old != "fail")
     return old == "pass" and new in ("fail", "skip", None)
@@ -414,9 +406,8 @@ def report_paths(folder: Path, row: str) -> list[Path]:
 
 def hold_reports(folder: Path, row: str) -> contextlib.AbstractContextManager[None]:
     """The row's two reports in ``folder``, held by this compare from before any work until they are written: a
-    second compare of the row into the folder meanwhile is refused at once (one ERROR line, exit 2), instead of
-    the two runs writing over each other's reports. One run after another replaces the reports, as a row's run does
-    (``gate.hold_reports``, the lock named after the reports' stem: ``.compare-ROW.lock``)."""
+    second compare of the row into the folder meanwhile is refused at once (one ERROR line, exit 2) instead of both
+    writing over each other's reports (``gate.hold_reports``, lock ``.compare-ROW.lock``)."""
     return gate.hold_reports(folder, f"compare-{row}")
 
 

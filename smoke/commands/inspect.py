@@ -1,10 +1,9 @@
 """``nox -s inspect -- WHEEL [--row ROW]``: the checks that need no environment and no GPU.
 
-They are the same functions a row runs before it builds its environment
-(``smoke.checks.shipped``), on the wheel file alone: any interpreter runs them, whatever the
-wheel's Python tag, and nothing is installed. With no ``--row``, the rows of the wheel's
-architecture and kind of build are judged (a CPU build: the CPU rows; a +cuXXX build: the CUDA
-rows), each with its own verdict line and report; the others are named with why.
+The same functions a row runs before it builds its environment (``smoke.checks.shipped``), on the wheel file alone:
+any interpreter runs them, whatever the wheel's Python tag, and nothing is installed. With no ``--row``, the rows of
+the wheel's architecture and kind of build are judged, each with its own verdict line and report; the others are
+named with why.
 """
 
 from __future__ import annotations

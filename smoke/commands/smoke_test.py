@@ -2,19 +2,13 @@
 upload.
 
 test-infra's wheel workflows run the caller's ``smoke-test-script`` after the wheel is built and before it is
-uploaded ("NB: Only upload to GitHub after passing smoke tests"), with ``python "$REPOSITORY/$SMOKE_TEST_SCRIPT"``
-in the workspace; a job after the build cannot stop an upload that already happened. That step's environment
-names the build: the job's ``env`` gives the matrix entry's ``desired_cuda`` as ``CU_VERSION``, the workflow's
-``architecture`` as ``ARCH``, its ``python_version`` as ``PYTHON_VERSION`` and the caller's repository as
-``REPOSITORY``, whose ``dist/`` holds the one wheel built; the ``set-channel`` action adds ``CHANNEL`` (nightly
-or test). From those this command picks the row (``row_for_build``), the wheel and torch's package index, then
-runs the row as ``executorch-wheel-gate ROW WHEEL`` does; its exit code is the row's.
+uploaded; a job after the build could not stop an upload. From that step's environment (``CU_VERSION``, ``ARCH``,
+``PYTHON_VERSION``, ``REPOSITORY`` whose ``dist/`` holds the wheel, and ``CHANNEL``) this command picks the row
+(``row_for_build``), the wheel and torch's package index, then runs the row as ``executorch-wheel-gate ROW WHEEL``
+does; its exit code is the row's.
 
-Read from pytorch/test-infra at commit 61a77570f45416dc425c17d4a648376541a84732:
-``.github/workflows/build_wheels_linux.yml`` lines 153-161 (the build job's env) and 308-343 (the Smoke Test
-step); ``build_wheels_macos.yml`` (lines 111-116) and ``build_wheels_windows.yml`` (105-110) set them too, ARCH aside;
-``.github/actions/set-channel/action.yml`` (CHANNEL); ``tools/scripts/generate_binary_build_matrix.py`` lines
-147-183 (``arch_type``, ``validation_runner``), 243-251 (``translate_desired_cuda``) and 532-556 (an entry's keys).
+Read from pytorch/test-infra at commit 61a77570f45416dc425c17d4a648376541a84732: ``build_wheels_linux.yml``
+(the macOS and Windows ones alike, ARCH aside), the ``set-channel`` action and ``generate_binary_build_matrix.py``.
 """
 
 from __future__ import annotations
@@ -59,12 +53,9 @@ def row_for_build(entry: Mapping[str, str], system: str | None = None) -> str:
     """The gate's row for one entry of test-infra's build matrix (``generate_binary_build_matrix.py``), or for the
     build job's environment made into one (``build_job``).
 
-    Its kind of build is its ``gpu_arch_type`` (cpu, cpu-aarch64, cuda, cuda-aarch64), else its ``desired_cuda``
-    (cpu, cu126, cu130); its machine the ``-aarch64`` of that type, else ``architecture`` (the build workflow's
-    input, which the job's ``ARCH`` carries), else an arm64 runner's, else its system's usual one; its system
-    ``system`` where given (the host the job runs on), else its ``validation_runner`` (macos-m1-stable,
-    windows.4xlarge, a Linux label).
-    A build the gate has no row for (rocm, xpu, a CUDA build for Windows) is refused, saying so."""
+    Kind of build: ``gpu_arch_type``, else ``desired_cuda``. Machine: that type's ``-aarch64``, else ``architecture``,
+    else an arm64 runner's, else the system's usual one. System: ``system``, else ``validation_runner``'s. A build with
+    no row (rocm, xpu, CUDA for Windows) is refused, saying so."""
     arch_type = entry.get("gpu_arch_type") or ""
     desired = entry.get("desired_cuda") or ""
     if arch_type:

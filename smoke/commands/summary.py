@@ -1,23 +1,13 @@
 """``nox -s summary -- REPORTS_DIR [--release cuda|cpu|all] [--output FILE] [--json FILE]``: the matrix verdict.
 
-Merges the JSON reports of every row into one Markdown table (check x row, with the
-measured sizes, each row's wheel by name and sha256, and the gate that judged it; also as JSON,
-``--json``: docs/summary-schema.json) and decides the release: it fails if a row failed, if a row the
-release needs (``smoke.rows.RELEASE_ROWS``) has no report or holds no checks, if a row that
-must execute skipped a check in ``smoke.stages.MUST_EXECUTE``, or if the rows did not judge
-one release: every row's wheel is of one executorch release (the public version, the
-``+cu130`` label aside: a CPU and a CUDA row gate different builds of one release), the
-executorch the row's child imported is that release, and no two rows judged one wheel (each
-row gates its own: another machine's, or a CPU build where the other has a CUDA one), nor
-two wheels under one name.
+Merges the rows' JSON reports into one Markdown table (check x row; JSON with ``--json``:
+docs/summary-schema.json) and decides the release: it fails if a row failed, if a row the release needs
+(``smoke.rows.RELEASE_ROWS``) has no report or no checks, if a row that must execute skipped a check in
+``smoke.stages.MUST_EXECUTE``, or if the rows did not judge one release (one executorch version, imported as such,
+each wheel judged once under its own name).
 
-A report is read whole or not at all (``read_report``): a file that is not one the gate
-wrote (not a regular file, over ``MAX_REPORT_BYTES``, not JSON, not an object, a key
-missing or of the wrong type, a status the gate has no name for) or that contradicts
-itself (its ``verdict``, ``exit_code`` or ``counts`` not what its checks say) is one
-``ERROR`` naming the file, exit 2: a report that disagrees with itself is no evidence for
-either of its answers, so the summary neither trusts the verdict field nor quietly
-replaces it with its own.
+A report is read whole or not at all (``read_report``): one the gate did not write, or that contradicts itself, is
+one ``ERROR`` naming the file, exit 2: it proves neither answer.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """What changed between two wheels, read from the files alone (``nox -s compare``'s static drift).
 
-Each wheel is read with the gate's own readers (``smoke.readers.wheel``, ``smoke.checks.shipped``, ``smoke.readers.elf``,
-``smoke.checks.policy``); nothing is installed. What is set side by side:
+Each wheel is read with the gate's own readers; nothing is installed. Side by side: the files added, removed or
+resized past both ``SIZE_RATIO`` and ``SIZE_BYTES`` (the ``.dist-info`` compared by role); ``Requires-Dist`` by
+project, and the paired torch; each library's RUNPATH; the dynamic symbols a library no longer exports; the platform
+tag the ELF files need; on a CUDA row, each library's device code (added by ``smoke.commands.compare``).
 
-- the files: added, removed (the ``.dist-info`` folder compared by its role, not its versioned name)
-  and those whose size changed past the threshold (``SIZE_RATIO`` and ``SIZE_BYTES``, both);
-- ``Requires-Dist``, by project (packaging's canonical name): added, removed, changed; and the
-  torch each release pairs with (``smoke.readers.pairing``), which is what the gate installs beside it;
-- each ELF library's RUNPATH (or RPATH), where the library is in both;
-- the dynamic symbols each library exports (defined, global or weak, read from ``.dynsym``): those
-  gone from a library that is in both, and how many of them another library of the new wheel exports;
-- the platform tag the ELF files really need (auditwheel's policy for their newest symbol versions);
-- on a CUDA row, each library's device code (sm list, PTX), as the two ``device code`` checks read it
-  (``smoke.commands.compare`` adds it: it is that check's own reading).
-
-Drift is information: what decides ``compare``'s exit is a check that regressed and outputs that
-moved (``smoke.commands.compare``).
+Drift is information: ``compare``'s exit is decided by regressed checks and drifted outputs.
 """
 
 from __future__ import annotations

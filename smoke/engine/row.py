@@ -1,12 +1,9 @@
 """The parent: one row from start to verdict, stage by stage.
 
-Read the wheel (``smoke.readers.wheel``), run the file checks (``smoke.checks.shipped`` and the backend's), build
-the environment (``smoke.environment.build``), run the child (``smoke.environment.follow``, ``smoke.child.run``) and judge
-the environment on what it reports (``smoke.checks.installed``), then write the reports (``smoke.report``)
-and print the verdict. Which checks each stage runs is ``smoke.checks.pipeline.for_row``.
-
-The parent imports nothing heavy (no torch, no executorch): it runs in nox's own
-interpreter and reads the child's record file as it grows.
+Read the wheel (``smoke.readers.wheel``), run the file checks, build the environment (``smoke.environment.build``),
+run the child (``smoke.environment.follow``) and judge the environment on what it reports, then write the reports
+(``smoke.report``) and print the verdict; ``smoke.checks.pipeline.for_row`` says which checks each stage runs. The
+parent imports nothing heavy (no torch, no executorch): it runs in nox's own interpreter.
 """
 
 from __future__ import annotations
@@ -77,10 +74,9 @@ def _places(path: Path) -> tuple[Path, Path]:
 
 
 def check_outputs(row: Row, options: opts.Options, env_dir: Path) -> None:
-    """Every path the run will write, refused now, before any work, with one line naming the option:
-    the report folder and its two reports, the step summary, the environment and work folders (a path
-    the file system cannot hold; a file where a folder must be; a folder another gate run holds; folders inside one
-    another, which emptying one would empty the other; a folder that holds the wheel, an input or the checkout)."""
+    """Every path the run will write, refused now, before any work, with one line naming the option: the report
+    folder and its reports, the step summary, the environment and work folders (too long a path, a file where a folder
+    must be, a folder another gate run holds, nested folders, a folder holding an input or the checkout)."""
     if options.report_dir is not None:
         report.check_writable(options.report_dir, [Run(row.name).stem])
     report.check_step_summary()
@@ -242,10 +238,9 @@ def wheel_said(state: RowRun) -> bool:
 
 
 class FileWork:
-    """The file checks, run in a thread of the parent while the environment is built or reused and the child starts
-    (issue 35: they took 1.6 s of the CPU row's start, the child waiting for them). Their results are printed and
-    recorded, in the pipeline's order, when the parent takes them (``take``): before the child's first report is read,
-    so the lines come as they did. ``done``: taken already, whether the run goes on after them."""
+    """The file checks, run in a thread of the parent while the environment is built and the child starts (issue 35:
+    the child waited 1.6 s for them). Their results are printed and recorded in the pipeline's order when the parent
+    takes them (``take``), before the child's first report is read. ``done``: taken already, whether the run goes on."""
 
     NAME = "checking what the wheel ships"
 

@@ -1,11 +1,9 @@
 """Build the isolated environment a row runs in: a fresh virtualenv (or uv venv)
 holding the wheel under test and the torch paired with it.
 
-Offline runners get three options: install from a folder of wheels with no index
-(``wheelhouse``), install the wheel without resolving its pins (``no_deps``), and
-take torch from an existing environment through a ``.pth`` file (``torch_from``;
-``--system-site-packages`` would give the base interpreter's packages, not that
-environment's).
+Offline runners get three options: a folder of wheels with no index (``wheelhouse``), the wheel without its pins
+resolved (``no_deps``), and torch from an existing environment through a ``.pth`` file (``torch_from``;
+``--system-site-packages`` would give the base interpreter's packages, not that environment's).
 """
 
 from __future__ import annotations
@@ -230,11 +228,9 @@ def will_reuse(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> b
 
 @contextmanager
 def built(wheel: Wheel, interpreter: Interpreter, options: EnvOptions, say: Callable[[str], None]) -> Iterator[Env]:
-    """The environment of one run: built (or reused) on entry in a folder this run owns
-    (``smoke.environment.folders``: marked, locked until the run ends), stamped only once the build completed,
-    so an interrupted build is never taken as good. A build that fails leaves nothing half-made:
-    a folder this run created is removed, one it had emptied is emptied again (its mark kept);
-    an earlier good environment it never touched stays as it was."""
+    """The environment of one run: built (or reused) on entry in a folder this run owns and locks
+    (``smoke.environment.folders``), stamped only once the build completed, so an interrupted build is never taken as
+    good. A failed build leaves nothing half-made: a folder it created is removed, one it emptied is emptied again."""
     owned = claim(options.env_dir, "environment folder", "--env-dir", earlier_marks=(STAMP,))
     try:
         try:

@@ -1,12 +1,9 @@
 """Folders the gate makes: marked, locked for one run, and the only ones it ever empties.
 
-A folder the gate makes holds a mark file, ``.executorch-wheel-gate``. The gate empties or
-removes a folder only if it carries that mark; a folder without it (a user's files, a
-checkout, a home folder passed by mistake) is refused with one line, unless it is empty.
-While a run uses a folder it holds an exclusive ``flock`` on the mark: a second run on the
-same folder is refused at once, and the lock dies with its holder (a crash leaves no stale lock).
-A folder the gate writes into but does not own (a report folder, which may hold the user's files
-too) is held the same way through a lock file of its own in it (``lock_file``), for what one run writes there.
+Such a folder holds a mark file, ``.executorch-wheel-gate``; a folder without it (a user's files, a checkout) is
+never emptied or removed, and is refused with one line unless empty. A run holds an exclusive ``flock`` on the mark:
+a second run on the folder is refused at once, and the lock dies with its holder (no stale lock). A folder the gate
+writes into but does not own (a report folder) is held through a lock file of its own (``lock_file``).
 """
 
 from __future__ import annotations
@@ -229,10 +226,9 @@ def _open_lock(lock: Path, what: str, option: str) -> IO[str]:
 
 @contextmanager
 def lock_file(lock: Path, what: str, option: str) -> Iterator[None]:
-    """Hold ``lock``, a file the gate makes in a folder it writes into but does not own, for one run: a second run
-    asking for it meanwhile is refused at once, naming the holder's pid; the lock dies with its holder, and the file
-    is removed as the run lets go of it (and the folder, where this run made it and left it empty). A file of that
-    name the gate did not write (anything but a pid), or a link, is refused and left as it is."""
+    """Hold ``lock``, the gate's file in a folder it writes into but does not own, for one run: a second run is refused
+    at once, naming the holder's pid. The lock dies with its holder; release removes the file (and a folder this run
+    made, if empty). A link, or a file the gate did not write, is refused."""
     folder = lock.parent
     made = not folder.exists()
     try:

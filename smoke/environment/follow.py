@@ -2,11 +2,9 @@
 its own, follow its record file as it grows, end it on a fail-fast stop, at its time limit or when
 the gate is interrupted, and judge a child that crashed, hung or spoke garbage.
 
-The gate stays bounded whatever the child writes: the record is read in chunks of ``CHUNK`` bytes;
-a record line longer than ``RECORD_LINE_BYTES`` is dropped unread (a broken child); a record past
-``RECORD_BYTES``, or an output (``child.log``) past ``LOG_BYTES``, ends the child, judged a FAIL. A
-real child writes a record of a few kB (lines of at most 2 kB) and a log of under 5 kB; the caps are
-thousands of times that. The log's tail is read by seeking (``proc.file_tail``).
+The gate stays bounded whatever the child writes: the record is read in ``CHUNK``-byte chunks, a line over
+``RECORD_LINE_BYTES`` is dropped unread, and a record past ``RECORD_BYTES`` or a log past ``LOG_BYTES`` ends the
+child, judged a FAIL. The caps are thousands of times what a real child writes.
 """
 
 from __future__ import annotations
@@ -134,15 +132,11 @@ def _parse_line(line: str, outcome: ChildOutcome, events: ChildEvents | Callable
 
 def run_child(cmd: list[str], record: Path, log: Path, timeout: float, env: dict[str, str] | None,
               events: ChildEvents | Callable[[CheckResult], object], cwd: Path | None = None) -> ChildOutcome:
-    """Start the child and follow its record file until it exits or its time is up; then end
-    whatever it started and left running. Its messages go to ``events`` (a callable: its checks alone); its questions
-    are answered on its stdin. It runs in ``cwd``, the folder it imports ``smoke`` from (``loaderenv.gate_code``; by
-    default the gate's own).
+    """Start the child and follow its record until it exits or times out, then end what it left running; its messages
+    go to ``events``, its questions are answered on stdin.
 
-    The first line on its stdin is a token made for this run (``TOKEN_BYTES`` random bytes): the child reads it
-    before anything of the environment's runs (``python -S``, then ``site.main()``: ``smoke.child.__main__``), and
-    its end record carries it. A child counts as finished only by an end record with the token: an end written by
-    anything else, code a ``.pth`` file runs at start-up included, is a broken child, not a finished one."""
+    Only an end record with this run's token counts (its stdin's first line, read before anything of the environment
+    runs: ``smoke.child.__main__``), not one a ``.pth`` file wrote."""
     events = _events(events)
     outcome = ChildOutcome({}, False, None, False, None, [], token=secrets.token_hex(TOKEN_BYTES))
     record.touch()

@@ -1,15 +1,10 @@
 """Who fills the environment, and from where: pip, or uv with pip's own sources.
 
-pip reads its configuration (``pip.conf`` files, ``PIP_*`` variables): find-links, indexes,
-a constraint file. uv reads none of it, so a uv install given only the gate's own flags would
-quietly take its packages from elsewhere (on a machine whose torch comes from a configured local
-folder, another torch from PyPI). ``pip_sources`` asks pip itself (``pip config list``, which
-names every file and variable it read) and ``uv_install`` passes the same sources to uv as flags,
-with pip's way of choosing among indexes (the best version from any of them,
-``--index-strategy unsafe-best-match``), so both install the same versions.
-
-uv is found the way nox finds it: ``$UV``, else the ``uv`` Python package's binary (``pip install
-uv``, which ``requirements-gate.txt`` does), else ``uv`` on ``PATH``.
+uv reads none of pip's configuration (``pip.conf``, ``PIP_*``), so given only the gate's flags it could quietly take
+packages from elsewhere (another torch from PyPI). ``pip_sources`` asks pip itself (``pip config list``) and
+``uv_install`` passes the same sources to uv as flags, with pip's way of choosing among indexes
+(``--index-strategy unsafe-best-match``), so both install the same versions. uv is found as nox finds it: ``$UV``,
+else the ``uv`` package's binary, else ``uv`` on ``PATH``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The environment of every process that runs in the gate's environment: the child, the negative
 control and the parallel export it starts (they inherit it), and the probe.
 
-A PASS must mean the wheel works with nothing but itself and its declared dependencies, so the
-caller's loader and Python variables (``CALLER_VARIABLES``) do not reach those processes: a 1.5.1
-wheel with a library it needs taken out passed the CPU row when the shell running the gate had
-LD_LIBRARY_PATH pointing at a copy of that library. The gate then sets PYTHONPATH to the folder it runs
-those processes in, which holds its ``smoke`` package and nothing else of the gate's interpreter
-(``gate_code``), so that the child can import ``smoke``.
-
-The GPU driver belongs to the machine, not the wheel: where the loader finds ``libcuda.so.1`` only
-through the caller's LD_LIBRARY_PATH (some GPU containers), the folders of that path that hold the
-driver's own libraries are kept, and said so. Whether the loader finds the driver without that
-path is asked of the loader itself, through one named function (``finds_driver_alone``).
+A PASS must mean the wheel works with only itself and its declared dependencies, so the caller's loader and Python
+variables (``CALLER_VARIABLES``) do not reach those processes: a 1.5.1 wheel missing a library passed the CPU row
+when the caller's LD_LIBRARY_PATH held a copy. PYTHONPATH is set to ``gate_code`` alone, so the child can import
+``smoke``. The GPU driver is the machine's: where ``libcuda.so.1`` is found only through the caller's
+LD_LIBRARY_PATH (``finds_driver_alone``), the folders holding the driver's libraries are kept, and said so.
 """
 
 from __future__ import annotations
@@ -100,10 +94,9 @@ def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable
 @contextmanager
 def gate_code() -> Iterator[Path]:
     """The folder the processes in the built environment run in and import ``smoke`` from (their cwd and PYTHONPATH):
-    the gate's checkout; where the gate is installed, a copy of its ``smoke`` package alone, in a temporary folder
-    removed after the run. Never the site-packages the gate is installed in: its other packages (nox, packaging,
-    uv, an ``nvidia`` namespace of cuobjdump's) would come before the environment's own, and a PASS would no longer be
-    the wheel's with its declared dependencies alone."""
+    the gate's checkout or, where the gate is installed, a temporary copy of its ``smoke`` package alone. Never the
+    gate's site-packages: its other packages would come before the environment's own, and a PASS would no longer be
+    the wheel's alone."""
     if paths.CHECKOUT is not None:
         yield paths.CHECKOUT
         return

@@ -1,11 +1,9 @@
 """What the dynamic loader reads from an ELF file: DT_NEEDED, DT_RPATH, DT_RUNPATH, the symbol
 versions it needs, its machine.
 
-Read with pyelftools from the bytes (a wheel member need not be extracted), and the
-``$ORIGIN`` entries resolved as the loader would, against the library's own folder. The symbol
-versions and the machine are read with auditwheel's own readers (``elf_find_versioned_symbols``,
-and the ELF header to architecture mapping of its ``lddtree``), so the gate judges a file as
-``auditwheel show`` would.
+Read with pyelftools from the bytes (a wheel member need not be extracted), ``$ORIGIN`` entries resolved against
+the library's own folder. The symbol versions and the machine come from auditwheel's own readers, so the gate
+judges a file as ``auditwheel show`` would.
 """
 
 from __future__ import annotations
@@ -157,9 +155,8 @@ STRING_TAGS = ("DT_NEEDED", "DT_RUNPATH", "DT_RPATH", "DT_SONAME")
 def check_layout(elf, size: int) -> None:
     """Every table the headers name lies inside the file, or ValueError saying which does not.
 
-    The loader maps what the program headers name; the gate reads what the section headers name. A
-    file cut short, or a header pointing past its end, is one the loader cannot load as its headers
-    say, and one whose tables pyelftools would read from wherever the offset lands.
+    A file cut short, or a header pointing past its end, cannot load as its headers say, and pyelftools would read its
+    tables from wherever the offset lands.
     """
     for table, offset, count, entry in (("program", "e_phoff", "e_phnum", "e_phentsize"),
                                         ("section", "e_shoff", "e_shnum", "e_shentsize")):

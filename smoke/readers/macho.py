@@ -1,13 +1,10 @@
 """What dyld reads from a Mach-O file: its architectures, install name, LC_RPATH entries,
 LC_LOAD_DYLIB names and minimum macOS version.
 
-The structures and constants are macholib's (``macholib.mach_o``: the load commands as Apple's
-headers define them, the library delocate is built on); the walk over the load commands is here,
-bounded by the file's own sizes before anything is read, because macholib's ``MachOHeader`` also
-reads every section's data (a hostile file's sections may each claim the whole file) and raises
-whatever Python raises on a short read. Every refusal is one ``MachOError`` naming what is wrong.
-The minimum macOS version is judged as delocate judges it: LC_BUILD_VERSION's ``minos`` on the
-macOS platform, else LC_VERSION_MIN_MACOSX's ``version``.
+The structures are macholib's; the walk over the load commands is here, bounded by the file's own sizes, because
+macholib's ``MachOHeader`` reads every section's data (a hostile file's sections may each claim the whole file).
+Every refusal is one ``MachOError``. The minimum macOS version is judged as delocate judges it: LC_BUILD_VERSION's
+``minos``, else LC_VERSION_MIN_MACOSX's ``version``.
 """
 
 from __future__ import annotations

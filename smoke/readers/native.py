@@ -1,9 +1,8 @@
 """Every native file of a wheel, whatever platform it is for: ELF, Mach-O, PE, a Windows library
 archive; the Mach-O and PE files read (``smoke.readers.macho``, ``smoke.readers.pe``), from the zip, once per wheel.
 
-What a file is comes from its first bytes, not its name; a name that promises a native file of a
-platform (``.dylib``, ``.dll``, ``.pyd``, ``.lib``, ``.exe``) is kept beside it, so that a file that
-is neither (a Git LFS pointer named ``.dylib``) can be named too.
+What a file is comes from its first bytes; a name that promises a native file (``.dylib``, ``.dll``, ``.pyd``,
+``.lib``, ``.exe``) is kept beside it, so that a file that is neither (a Git LFS pointer named ``.dylib``) is named too.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Which torch each executorch wheel pairs with, and the constraints file that pins it.
 
-The release lines the gate knows are data, each with its upstream source: ``releases.json`` beside this module.
-A wheel of a known line pairs with that line's torch. A wheel newer than every known line (a nightly such as
-``1.6.0.dev20261201``, a local build of main) is judged, not refused: it pairs with the newest torch line the gate
-has constraints for that its own ``Requires-Dist: torch`` admits (pre-releases admitted where the wheel is one), or,
-where it declares no torch (main: "consumers bring their own"), the newest known line's torch. Which rule made the
-pairing is said (``Pairing.how``): in the run's header and in ``torch agrees``.
+The release lines are data with their upstream sources (``releases.json``); a wheel of a known line pairs with its
+torch. A newer wheel (a nightly, a build of main) is judged, not refused: it pairs with the newest constrained torch
+line its ``Requires-Dist: torch`` admits or, where it declares no torch, the newest known line's. ``Pairing.how``
+says which rule made the pairing, in the run's header and in ``torch agrees``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """What the gate knows per executorch release line, read from ``releases.json`` beside this module: each
-entry with its upstream source. The torch each line pairs with (``lines``, used by ``smoke.readers.pairing``), and
-what a wheel ships by the first release line of each layout: the CUDA delegate's libraries, the release whose
-runtime is split into owned shared libraries, and the files of another platform shipped on purpose. Beside it,
-``dependency_files.json``: what the wheels of torch and the nvidia-* packages the gate has read ship (``dependency_wheels``).
+entry with its upstream source.
 
-A rule about what a wheel must or must not hold is data here, not a constant in a check.
+The torch each line pairs with (``lines``, for ``smoke.readers.pairing``), and what a wheel ships by the first release
+of each layout: the CUDA delegate's libraries, the release whose runtime is split into owned shared libraries, and the
+files of another platform shipped on purpose. ``dependency_files.json`` holds what the torch and nvidia-* wheels the
+gate has read ship (``dependency_wheels``). A rule about what a wheel holds is data here, not a constant in a check.
 """
 
 from __future__ import annotations

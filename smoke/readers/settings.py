@@ -1,17 +1,10 @@
 """The gate's policy for a wheel: what its maintainers ask of it that the wheel file does not say.
 
-Read from ``--policy FILE`` (TOML), else from ``[tool.executorch-wheel-gate]`` in the pyproject.toml of the
-folder the gate runs in, else the defaults (``docs/policy.md``). Its keys:
-
-- ``torch = "declared"`` or ``"user-supplied"``: whether the wheel must declare torch in Requires-Dist. Default:
-  "declared" for a release version, "user-supplied" for a dev, pre-release or local version (PEP 440), as main
-  intends (setup.py: "torch is intentionally absent ... consumers bring their own"). With "user-supplied" the gate
-  installs the paired torch itself, and no check FAILs because torch is undeclared: torch counts as the user's.
-- ``strict = true``: warnings fail (as ``--strict``).
-- ``[[waive]]``: a finding a maintainer accepts: ``check`` (its name), ``match`` (text the finding must contain),
-  ``reason`` (required), ``until`` (a version: it holds for wheels below it; or a date, YYYY-MM-DD: it holds through
-  that day). A waived FAIL or WARN is WAIVED, with the reason, and fails nothing; an expired waiver lets it stand,
-  saying so; a waiver that matched nothing is said as the run ends (``Waivers``).
+Read from ``--policy FILE`` (TOML), else ``[tool.executorch-wheel-gate]`` in the pyproject.toml where the gate runs,
+else the defaults (``docs/policy.md``). Keys: ``torch``, ``"declared"`` (a release's default) or ``"user-supplied"``
+(a dev, pre-release or local version's: the gate installs the paired torch and nothing fails for it being
+undeclared); ``strict = true`` (as ``--strict``); ``[[waive]]`` (``check``, ``match``, ``reason``, ``until``), which
+makes a matching FAIL or WARN WAIVED until it expires (``Waivers``).
 
 An unknown key, a wrong value or a file that does not parse is one ``ERROR`` line naming the fix (exit 2).
 """

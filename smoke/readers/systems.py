@@ -1,9 +1,8 @@
-"""Each operating system a row is for, said once: what its platform tags look like, how its CPython
-names it in markers, which native files it loads, what its own names are, where a virtual environment
-keeps its Python, where its rows run, and how the gate words it.
+"""Each operating system a row is for, said once: its platform tags, its marker names, the native files it loads, its
+own names, where a virtual environment keeps its Python, where its rows run, and how the gate words it.
 
-Every module that asks "which system?" reads it here (``of_platform``, ``SYSTEMS[row.system]``); no
-other module compares a system's name.
+Every module that asks "which system?" reads it here (``of_platform``, ``SYSTEMS[row.system]``); no other module
+compares a system's name.
 """
 
 from __future__ import annotations
