@@ -78,7 +78,7 @@ def _property(examples: int):
 
 
 def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only():
-    _property(300)
+    _property(40)  # the fast tier's sample (300 took 106 s of its 809 s, 2026-12-06); the thousand below run in CI
 
 
 @pytest.mark.slow
