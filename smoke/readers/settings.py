@@ -47,9 +47,13 @@ class Waiver:
     match: str | None = None  # text the finding's reason must contain
     until: Version | datetime.date | None = None  # wheels below this version, or through this day
 
-    def covers(self, result: CheckResult) -> bool:
-        return ((result.name == self.check or result.name.startswith(f"{self.check} ("))
-                and (self.match is None or self.match in result.reason))
+    def names(self, result: CheckResult) -> bool:
+        """Whether this waiver is of ``result``'s check."""
+        return result.name == self.check or result.name.startswith(f"{self.check} (")
+
+    def covers(self, result: CheckResult, finding: str | None = None) -> bool:
+        """Whether this waiver accepts ``finding`` of ``result`` (the whole reason where no finding is named)."""
+        return self.names(result) and (self.match is None or self.match in (result.reason if finding is None else finding))
 
     def expired(self, version: Version, today: datetime.date) -> bool:
         if isinstance(self.until, Version):
@@ -73,18 +77,40 @@ class Waivers:
         self.used: set[int] = set()
 
     def apply(self, result: CheckResult) -> CheckResult:
+        """``result`` waived where every one of its findings is accepted by a waiver in force (its ``problems``, each
+        matched apart: a new finding of a waived check is not waived with the old ones, issue 48); else as it is, saying
+        which findings no waiver accepts, or that the waiver of one expired."""
         if result.status not in (Status.FAIL, Status.WARN):
             return result
-        for index, waiver in enumerate(self.waivers):
-            if not waiver.covers(result):
-                continue
-            self.used.add(index)
-            if waiver.expired(self.version, self.today):
-                return dataclasses.replace(result, reason=f"{result.reason} (the waiver of it expired: until {waiver.until}, "
-                                                          f"and this is executorch {self.version} on {self.today})")
-            return dataclasses.replace(result, status=Status.WAIVED,
-                                       waiver={**waiver.to_json(), "was": result.status.value})
-        return result
+        problems = result.measured.get("problems")
+        findings = ([str(p) for p in problems] if isinstance(problems, list) and problems else [result.reason])
+        ours = [(index, waiver) for index, waiver in enumerate(self.waivers) if waiver.names(result)]
+        in_force: dict[int, Waiver] = {}  # finding -> the first waiver in force that accepts it
+        expired: dict[int, Waiver] = {}  # finding -> an expired waiver that accepts it, where none in force does
+        for number, finding in enumerate(findings):
+            for index, waiver in ours:
+                if not waiver.covers(result, finding if len(findings) > 1 else None):
+                    continue
+                self.used.add(index)
+                if not waiver.expired(self.version, self.today):
+                    in_force.setdefault(number, waiver)
+                else:
+                    expired.setdefault(number, waiver)
+        if not in_force and not expired:
+            return result
+        if len(in_force) == len(findings):
+            waiver = in_force[0]
+            return dataclasses.replace(result, status=Status.WAIVED, waiver={**waiver.to_json(), "was": result.status.value})
+        said = result.reason
+        stale = [waiver for number, waiver in expired.items() if number not in in_force]
+        if stale:
+            said += (f" (the waiver of it expired: until {stale[0].until}, and this is executorch {self.version} on "
+                     f"{self.today})")
+        left = [finding for number, finding in enumerate(findings) if number not in in_force and number not in expired]
+        if left:
+            shown = "; ".join(left[:3]) + (f" (and {len(left) - 3} more)" if len(left) > 3 else "")
+            said += (f" (not waived: {len(left)} of its {len(findings)} findings no waiver accepts: {shown})")
+        return dataclasses.replace(result, reason=said)
 
     def unmatched(self) -> list[Waiver]:
         return [w for i, w in enumerate(self.waivers) if i not in self.used]

@@ -188,3 +188,59 @@ def test_a_bad_waiver_or_strict_is_one_error_line_and_exit_2(tmp_path, text, mes
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR ")]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+# --- a waiver accepts the findings it matches, each apart (issue 48): PyPI's real 1.5.1 under the default policy FAILs
+# `libraries resolve` with five findings, one per library whose RUNPATH leads into torch/, which it does not declare.
+
+TORCH_FINDINGS = "so pip installs none: declare torch"  # in each of 1.5.1's five torch findings, in no other
+KNOWN_1_5_1 = ('[[waive]]\ncheck = "libraries resolve"\nmatch = "' + TORCH_FINDINGS + '"\nreason = "torch is the user\'s (executorch#22971)"\n'
+               '[[waive]]\ncheck = "imports declared"\nmatch = "torch"\nreason = "torch is the user\'s"\n')
+
+
+def _with_a_library_needing_nowhere(wheel_x86_64, tmp_path, patchelf) -> object:
+    """1.5.1 with one more library, made with cc, whose DT_NEEDED (libnowhere.so) exists nowhere."""
+    import shutil
+    import subprocess
+
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler to make the library")
+    source = tmp_path / "empty.c"
+    source.write_text("int executorch_gate_test_symbol(void) { return 0; }\n")
+    library = tmp_path / "libnew_thing.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libnew_thing.so", "-o", str(library), str(source)], check=True)
+    subprocess.run([patchelf, "--add-needed", "libnowhere.so", str(library)], check=True)
+    return rewrite_wheel(wheel_x86_64, tmp_path / "mutant", add={"executorch/lib/libnew_thing.so": library.read_bytes()})
+
+
+def test_waivers_of_each_known_finding_pass_the_real_wheel(wheel_x86_64, tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text(KNOWN_1_5_1)
+    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", "--policy", str(policy))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "inspect-cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped, 2 waived in " in proc.stdout
+
+
+def test_a_new_finding_of_a_waived_check_is_not_waived_with_the_known_ones(wheel_x86_64, tmp_path, patchelf):
+    """Before issue 48's fix, the match was looked for in the whole reason, which holds the known findings: the new
+    library's was waived with them, `10 passed, 0 failed, 2 waived`, and its name never printed."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(KNOWN_1_5_1)
+    mutant = _with_a_library_needing_nowhere(wheel_x86_64, tmp_path, patchelf)
+    proc = nox("-s", "inspect", "--", str(mutant), "--row", "cpu_x86_64", "--policy", str(policy))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fail = next(line for line in proc.stdout.splitlines() if line.startswith("FAIL libraries resolve: "))
+    assert "(not waived: 1 of its 6 findings no waiver accepts: executorch/lib/libnew_thing.so needs libnowhere.so" in fail
+    assert "inspect-cpu_x86_64: FAILED: 10 passed, 1 failed, 0 skipped, 1 waived in " in proc.stdout
+
+
+def test_an_expired_waiver_listed_first_does_not_shadow_one_in_force(tmp_path):
+    """Before issue 48's fix the first waiver that matched decided: expired, the FAIL stood, and the waiver in force
+    after it was said unused."""
+    policy = _waiver(tmp_path, '[[waive]]\ncheck = "one runtime core"\nreason = "old"\nuntil = "1.4.0"\n'
+                               f'[[waive]]\ncheck = "one runtime core"\nmatch = "{QNN}"\nreason = "known, tracked"\n')
+    proc, report = _inspect_141(tmp_path, "--policy", str(policy))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert next(line for line in out.splitlines() if line.startswith("WAIVED one runtime core: ")).endswith("(waived: known, tracked)")
+    assert "waiver unused" not in out
