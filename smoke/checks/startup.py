@@ -2,15 +2,17 @@
 
 Python's ``site`` module executes each ``import`` line of a ``*.pth`` file in site-packages and imports
 ``sitecustomize`` and ``usercustomize`` at start-up. Such code of the wheel's (its top-level members and those
-directly in ``.data/purelib`` or ``.data/platlib``) runs before every program's own, even the gate's child, whose
+directly in ``.data/purelib``, ``.data/platlib`` or the ``data`` scheme's site-packages) runs before every program's own, even the gate's child, whose
 record it could write first (issue 37). No executorch release ships any.
 
-- An executed ``.pth`` line, a ``sitecustomize`` or ``usercustomize`` module: FAIL, named, the line quoted.
+- An executed ``.pth`` line, a ``sitecustomize`` or ``usercustomize`` module, or a ``.pth`` folder holding one of the
+  wheel's: FAIL, named, the line quoted.
 - A ``.pth`` that only adds folders to ``sys.path``: WARN (no code runs, but every program searches them).
 """
 
 from __future__ import annotations
 
+import posixpath
 import zipfile
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -29,18 +31,48 @@ CUSTOMIZE = ("sitecustomize", "usercustomize")  # imported by site at start-up (
 SCHEMES = ("purelib", "platlib")  # the .data folders installed into site-packages itself
 
 
+def site_path(member: str) -> str | None:
+    """Where a wheel member lands relative to site-packages, or None where it lands elsewhere (scripts, headers,
+    .dist-info aside). The ``data`` scheme installs into the environment's prefix, so its
+    ``lib/pythonX.Y/site-packages/`` (``Lib/site-packages/`` on Windows) is site-packages too (issue 48)."""
+    parts = PurePosixPath(member).parts
+    if not parts or ".." in parts:
+        return None
+    if not parts[0].endswith(".data"):
+        return member
+    if len(parts) > 2 and parts[1] in SCHEMES:
+        return "/".join(parts[2:])
+    rest = parts[2:] if len(parts) > 2 and parts[1] == "data" else ()
+    for head in (("lib", None, "site-packages"), ("lib64", None, "site-packages"), ("Lib", "site-packages")):
+        if len(rest) > len(head) and all(want is None or got == want for want, got in zip(head, rest)) \
+                and (head[1] is not None or rest[1].startswith("python")):
+            return "/".join(rest[len(head):])
+    return None
+
+
 def in_site_packages_root(member: str) -> str | None:
     """The name a wheel member has directly in site-packages (``x.pth``, ``sitecustomize``), or None for a member
     installed below a package folder, into its .dist-info, or elsewhere (scripts, headers, data)."""
-    parts = PurePosixPath(member).parts
+    where = site_path(member)
+    if where is None:
+        return None
+    parts = PurePosixPath(where).parts
     if len(parts) == 1:
         return parts[0]
-    if len(parts) == 3 and parts[0].endswith(".data") and parts[1] in SCHEMES:
-        return parts[2]
     if len(parts) == 2 and parts[0] in CUSTOMIZE and parts[1] == "__init__.py":
         return parts[0]  # a package named sitecustomize is imported as the module is
-    if len(parts) == 4 and parts[0].endswith(".data") and parts[1] in SCHEMES and parts[2] in CUSTOMIZE and parts[3] == "__init__.py":
-        return parts[2]
+    return None
+
+
+def customize_in(folder: str, installed: set[str]) -> str | None:
+    """The ``sitecustomize``/``usercustomize`` the wheel installs directly in ``folder`` (relative to site-packages),
+    which ``site`` imports once a ``.pth`` line has put that folder on sys.path; None where there is none."""
+    for path in sorted(installed):
+        parent, _, leaf = path.rpartition("/")
+        if parent == folder and leaf.split(".")[0] in CUSTOMIZE and (leaf.endswith((".py", ".so", ".pyc"))):
+            return path
+        if parent == f"{folder}/{PurePosixPath(parent).name}" and PurePosixPath(parent).name in CUSTOMIZE and leaf == "__init__.py":
+            return path
     return None
 
 
@@ -54,8 +86,10 @@ def check_startup_code(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
     runs: list[str] = []
     paths: list[str] = []
     with zipfile.ZipFile(wheel.path) as archive:
-        for member in archive.namelist():
-            if member.endswith("/") or (root := in_site_packages_root(member)) is None:
+        members = [member for member in archive.namelist() if not member.endswith("/")]
+        installed = {where for member in members if (where := site_path(member)) is not None}
+        for member in members:
+            if (root := in_site_packages_root(member)) is None:
                 continue
             stem = root.split(".")[0]  # sitecustomize.py, sitecustomize.cpython-311-x86_64-linux-gnu.so, the package
             if stem in CUSTOMIZE:
@@ -65,8 +99,16 @@ def check_startup_code(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
                 if lines := executed_lines(text):
                     more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
                     runs.append(f"{member} runs {redact(lines[0])[:200]!r}{more} at every interpreter start-up")
-                elif any(line.strip() and not line.startswith("#") for line in text.splitlines()):
-                    paths.append(member)
+                else:
+                    folders = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+                    # site adds each folder, relative to site-packages, then imports sitecustomize from sys.path
+                    found = next(((folder, hit) for folder in folders if not PurePosixPath(folder).is_absolute()
+                                  and (hit := customize_in(posixpath.normpath(folder), installed)) is not None), None)
+                    if found is not None:
+                        runs.append(f"{member} adds {found[0]!r} to sys.path, where the wheel ships {found[1]}, which site "
+                                    f"imports at every interpreter start-up")
+                    elif folders:
+                        paths.append(member)
     if runs:
         more = f" (and {len(runs) - 2} more)" if len(runs) > 2 else ""
         return failed(name, f"{'; '.join(runs[:2])}{more}: code of the wheel's runs before every program's own in the "

@@ -25,6 +25,12 @@ def test_pypis_wheels_run_nothing_at_start_up(macos_1_5_1):
      "executorch-1.5.1.data/purelib/hook.pth runs 'import\\tsys'"),
     ("sitecustomize.py", b"print('hello')\n", "sitecustomize.py is imported by site at every interpreter start-up as sitecustomize"),
     ("usercustomize/__init__.py", b"", "usercustomize/__init__.py is imported by site at every interpreter start-up as usercustomize"),
+    # the data scheme installs into the environment's prefix: its lib/pythonX.Y/site-packages is site-packages (issue 48)
+    ("executorch-1.5.1.data/data/lib/python3.11/site-packages/hook.pth", WRITES_THE_RECORD,
+     f"executorch-1.5.1.data/data/lib/python3.11/site-packages/hook.pth runs {WRITES_THE_RECORD.decode().strip()!r}"),
+    ("executorch-1.5.1.data/data/lib/python3.11/site-packages/sitecustomize.py", b"print('hello')\n",
+     "executorch-1.5.1.data/data/lib/python3.11/site-packages/sitecustomize.py is imported by site at every interpreter "
+     "start-up as sitecustomize"),
 ])
 def test_code_the_wheel_runs_at_start_up_fails_naming_it(tmp_path, member, data, said):
     mutant = rewrite_wheel(pypi_wheel("x86_64"), tmp_path, add={member: data})
@@ -40,7 +46,23 @@ def test_a_pth_that_only_adds_a_folder_warns(tmp_path):
                                                   "interpreter start-up (no code runs; no executorch release ships a .pth file)")
 
 
+def test_a_pth_whose_folder_holds_the_wheel_s_sitecustomize_fails(tmp_path):
+    """A path-only .pth puts its folder on sys.path before site imports sitecustomize: the wheel's sitecustomize.py in
+    that folder runs at every start-up (issue 48: it was a WARN)."""
+    mutant = rewrite_wheel(pypi_wheel("x86_64"), tmp_path, add={"executorch_paths.pth": b"executorch/_hooks\n",
+                                                                "executorch/_hooks/sitecustomize.py": b"print('hello')\n"})
+    proc = smoke("inspect", mutant, "--row", "cpu_x86_64")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert line(proc, "FAIL start-up code: ").startswith(
+        "FAIL start-up code: executorch_paths.pth adds 'executorch/_hooks' to sys.path, where the wheel ships "
+        "executorch/_hooks/sitecustomize.py, which site imports at every interpreter start-up"), proc.stdout
+
+
 def test_only_what_lands_in_site_packages_root_counts():
+    assert in_site_packages_root("executorch-1.5.1.data/data/lib/python3.11/site-packages/x.pth") == "x.pth"
+    assert in_site_packages_root("executorch-1.5.1.data/data/Lib/site-packages/sitecustomize.py") == "sitecustomize.py"
+    assert in_site_packages_root("executorch-1.5.1.data/data/share/x.pth") is None  # the prefix's share/: not site-packages
+    assert in_site_packages_root("executorch-1.5.1.data/headers/x.pth") is None
     assert in_site_packages_root("x.pth") == "x.pth"
     assert in_site_packages_root("executorch/x.pth") is None  # below a package: site never reads it
     assert in_site_packages_root("executorch-1.5.1.data/scripts/x.pth") is None
