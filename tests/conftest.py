@@ -140,6 +140,10 @@ def _not_under_github_actions(monkeypatch):
     # On GitHub's runners the gate also prints workflow commands (smoke.console.annotate); the tests that want them
     # set GITHUB_ACTIONS themselves, so that what every other test reads is what a user's terminal shows.
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    # and the job's files (the step summary a row writes to, smoke.environment.loaderenv.CI_FILE_VARIABLES): a test sets
+    # those it wants, in its own folder, never the runner's
+    for name in ("GITHUB_STEP_SUMMARY", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

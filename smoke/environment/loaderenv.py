@@ -23,6 +23,9 @@ from smoke import paths, proc
 from smoke.errors import GateError
 
 CALLER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+# The CI job's own files (GitHub Actions' workflow commands by file): the gate writes the step summary; code of the
+# wheel's, which runs in these processes, must not write the job's summary, variables, outputs or PATH (issue 48).
+CI_FILE_VARIABLES = ("GITHUB_STEP_SUMMARY", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE")
 DRIVER = "libcuda.so.1"
 DRIVER_FILES = ("libcuda.so", "libnvidia-")  # names the driver's own libraries start with
 DRIVER_TIMEOUT_S = 60
@@ -77,11 +80,11 @@ def finds_driver_alone(python: str | os.PathLike, env: Mapping[str, str]) -> boo
 
 
 def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable, **setting: str) -> LoaderEnv:
-    """``environ`` without the caller's ``CALLER_VARIABLES``, then ``setting`` (the gate's own
+    """``environ`` without the caller's ``CALLER_VARIABLES`` and the CI job's files (``CI_FILE_VARIABLES``), then ``setting`` (the gate's own
     PYTHONPATH, PATH, ...); LD_LIBRARY_PATH keeps only the driver's folders, and only where the loader
     finds the driver nowhere else."""
-    env = {k: v for k, v in environ.items() if k not in CALLER_VARIABLES}
-    removed = tuple(name for name in CALLER_VARIABLES if name in environ)
+    env = {k: v for k, v in environ.items() if k not in CALLER_VARIABLES and k not in CI_FILE_VARIABLES}
+    removed = tuple(name for name in (*CALLER_VARIABLES, *CI_FILE_VARIABLES) if name in environ)
     kept: list[str] = []
     holding = driver_folders(environ.get("LD_LIBRARY_PATH", ""))
     if holding and not finds_driver_alone(python, env):

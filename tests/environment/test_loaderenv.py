@@ -43,6 +43,21 @@ def test_all_of_them_named_in_one_line_and_the_gates_own_setting_kept(monkeypatc
     assert "/opt/copy" not in made.line() + json.dumps(made.to_json())
 
 
+def test_the_ci_job_s_files_do_not_reach_the_child(monkeypatch, tmp_path):
+    """Under GitHub Actions the job's summary, variables, outputs and PATH are files named by these variables; code of
+    the wheel's, which runs in the child, wrote "PASSED" and an unclosed comment into the summary (issue 48)."""
+    files = {name: str(tmp_path / name.lower()) for name in loaderenv.CI_FILE_VARIABLES}
+    for name, value in files.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    made = loaderenv.for_environment(Path(sys.executable), REPO)
+    seen = json.loads(subprocess.run([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"],
+                                     env=made.env, capture_output=True, text=True, check=True).stdout)
+    assert not set(files) & set(seen) and seen["GITHUB_ACTIONS"] == "true"
+    assert set(files) <= set(made.removed)
+    assert ", ".join(loaderenv.CI_FILE_VARIABLES) in made.line()
+
+
 def test_nothing_set_is_said_so(monkeypatch):
     made = loaderenv.clean({"PATH": "/usr/bin"})
     assert made.removed == () and "the caller set none of LD_LIBRARY_PATH" in made.line()
