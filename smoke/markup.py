@@ -32,24 +32,43 @@ _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\
 
 def redact(text: str) -> str:
     """Text with every URL's password masked, as pip masks it (``https://user:****@host``); a user name alone, which
-    is how a token is often given (``https://TOKEN@host``), masked whole. Everything the gate prints or writes (its
-    lines, reports, the environment's stamp) passes through here."""
+    is how a token is often given (``https://TOKEN@host``), masked whole; and each value of a URL's query string.
+    Everything the gate prints or writes (its lines, reports, the environment's stamp) passes through here."""
     def mask(found: re.Match) -> str:
         user = found.group("user")
         if ":" in found.group(0)[len(found.group("scheme")):]:
             return f"{found.group('scheme')}{user}:****@"
         return f"{found.group('scheme')}****@"
 
-    return _CREDENTIALS.sub(mask, text)
+    return _QUERY.sub(_mask_query, _CREDENTIALS.sub(mask, text))
+
+
+# A URL's query string (``https://host/simple/?token=SECRET``): its values are credentials as often as not (issue 48).
+_QUERY = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
+
+
+def _mask_query(found: re.Match) -> str:
+    """A URL's query with each value masked (``?token=****&x=****``; a bare item, ``?SECRET``, masked whole)."""
+    items = [item.split("=", 1)[0] + "=****" if "=" in item else ("****" if item else "")
+             for item in found.group("query").split("&")]
+    return f"{found.group('head')}?{'&'.join(items)}"
 
 
 def printable(text: str) -> str:
     """A line for the terminal or a CI log, as the gate prints it: credentials masked (``redact``), a line beginning
-    with ``::`` marked ``| ::`` so a wheel's member name cannot smuggle in a workflow command (``::add-mask::``), and a
-    lone surrogate written as its escape rather than crashing the print."""
+    with ``::`` marked ``| ::`` and ``##[`` written ``##\\[`` so a wheel's member name cannot smuggle in a workflow
+    command, a control byte (ESC) written as its escape, and a lone surrogate written as its escape rather than crashing
+    the print."""
     lines = redact(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a lone CR ends a line too
     safe = [f"| {line}" if line.lstrip().startswith("::") else line for line in lines]
-    return "\n".join(safe).encode("utf-8", "backslashreplace").decode("utf-8")
+    # GitHub's runner parses the legacy ``##[command]`` anywhere in a line (a member named ``a##[stop-commands]...``
+    # stopped every later annotation), and a terminal obeys ESC and the other control bytes: each shown, not obeyed.
+    joined = "\n".join(safe).replace("##[", "##\\[")
+    joined = _CONTROL.sub(lambda found: f"\\x{ord(found.group(0)):02x}", joined)
+    return joined.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # what a terminal may act on; a tab and a newline stay
 
 
 def plain(value: object) -> str:

@@ -356,6 +356,16 @@ def test_an_index_token_is_never_printed(wheel_x86_64, tmp_path):
     assert "--extra-index-url https://user:****@127.0.0.1:9/simple" in proc.stderr and proc.stderr.startswith("ERROR ")
 
 
+def test_a_token_in_an_index_s_query_string_is_never_printed(tmp_path):
+    """Issue 48: ``--wheel-index http://host/simple/?token=...`` was printed by the progress line, the ERROR line and
+    uv's error; the user:password form was masked, the query's was not."""
+    proc = subprocess.run([sys.executable, "-m", "smoke", "cpu_x86_64", "--wheel-index", "http://127.0.0.1:9/simple/?token=SECRET456",
+                           "--env-dir", str(tmp_path / "env")], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "SECRET456" not in proc.stdout + proc.stderr
+    assert "http://127.0.0.1:9/simple/?token=****" in proc.stdout + proc.stderr
+
+
 # --- paths given on a command line: made absolute against the caller's folder, refused when too long ----------------
 
 LONG = "a" * 300  # a name over NAME_MAX (255 bytes on the file systems the gate runs on): os.stat raises ENAMETOOLONG

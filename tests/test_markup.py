@@ -82,3 +82,23 @@ def test_a_workflow_commands_title_and_message_are_one_line_and_read_back_as_wri
     assert "\n" not in message and "\r" not in message
     assert not {"\n", "\r", ":", ","} & set(title)
     assert workflow_unescape(message, prop=False) == value and workflow_unescape(title, prop=True) == value
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    # issue 48: a token in a query string was printed by the progress line, the ERROR line and uv's error
+    ("--wheel-index http://host/simple/?token=SECRET", "--wheel-index http://host/simple/?token=****"),
+    ("PIP_EXTRA_INDEX_URL=https://h.example/simple?a=1&key=SECRET#x", "PIP_EXTRA_INDEX_URL=https://h.example/simple?a=****&key=****#x"),
+    ("https://h.example/simple?SECRET", "https://h.example/simple?****"),
+    ("https://user:TOKEN@h.example/s?t=SECRET", "https://user:****@h.example/s?t=****"),
+    ("no URL? key=value", "no URL? key=value"),
+])
+def test_a_urls_query_values_are_masked(given, shown):
+    assert markup.redact(given) == shown
+
+
+def test_a_legacy_workflow_command_or_a_terminal_escape_in_a_line_is_shown_not_obeyed():
+    """GitHub's runner parses ``##[`` anywhere in a line (a member named so stopped every later annotation), and a
+    terminal obeys ESC (issue 48)."""
+    said = markup.printable("FAIL x: executorch/a##[stop-commands]token and \x1b[31mred\x1b[0m\tkept")
+    assert said == "FAIL x: executorch/a##\\[stop-commands]token and \\x1b[31mred\\x1b[0m\tkept"
+    assert "##[" not in said and "\x1b" not in said
