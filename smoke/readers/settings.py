@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ else:  # pyproject.toml's dependencies install tomli on Python 3.10
     import tomli as tomllib
 
 TABLE = "executorch-wheel-gate"
+# The gate's table named in a TOML file, as a header ([tool.executorch-wheel-gate], [[tool.executorch-wheel-gate.waive]])
+# or a dotted key: read from the text where the file does not parse.
+_HOLDS_TABLE = re.compile(r"^\s*\[*\s*[\"']?tool[\"']?\s*\.\s*[\"']?executorch-wheel-gate|^\s*tool\s*\.\s*[\"']?executorch-wheel-gate", re.M)
 TORCH = ("declared", "user-supplied")
 KEYS = {"torch": f"one of {', '.join(map(repr, TORCH))}", "strict": "true or false",
         "waive": "a list of [[waive]] tables: check, reason, and optionally match and until"}
@@ -158,11 +162,18 @@ def read(policy_file: Path | None, folder: Path) -> tuple[dict[str, Any], str | 
     else:
         pyproject = folder / "pyproject.toml"
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            raw = pyproject.read_bytes()
         except OSError:
             return {}, None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            return {}, None  # somebody else's file, not the gate's to judge: its table is only read when it parses
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            # Somebody else's file is not the gate's to judge, unless it holds the gate's table: a policy that cannot
+            # be read is one ERROR, never the defaults in silence (issue 48).
+            if _HOLDS_TABLE.search(raw.decode("utf-8", "replace")) is None:
+                return {}, None
+            raise PolicyError(f"{pyproject} holds [tool.{TABLE}] but is not TOML ({exc}): the policy there cannot be read; "
+                              f"fix the file") from None
         tool = data.get("tool")
         if not isinstance(tool, dict) or TABLE not in tool:
             return {}, None

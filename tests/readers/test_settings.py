@@ -244,3 +244,20 @@ def test_an_expired_waiver_listed_first_does_not_shadow_one_in_force(tmp_path):
     assert proc.returncode == 0, out + proc.stderr
     assert next(line for line in out.splitlines() if line.startswith("WAIVED one runtime core: ")).endswith("(waived: known, tracked)")
     assert "waiver unused" not in out
+
+
+def test_a_pyproject_holding_the_gate_s_table_that_is_not_toml_is_one_error_line(wheel_x86_64, tmp_path):
+    """Issue 48: strict = true there, and one TOML error elsewhere in the file: the policy was dropped in silence, the
+    defaults held and the run passed what strict would have failed. Someone else's broken pyproject (no gate table) is
+    still not the gate's to judge."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\nversion = \n\n[tool.executorch-wheel-gate]\nstrict = true\n')
+    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", cwd=project)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR ")]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR {project / 'pyproject.toml'} holds [tool.executorch-wheel-gate] "
+                                                     "but is not TOML (") and errors[0].endswith("fix the file"), proc.stderr
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\nversion = \n')
+    proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", cwd=project)
+    assert proc.returncode == 1 and "policy: torch is declared (the default for a release version, 1.5.1)" in proc.stdout
