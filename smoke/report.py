@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import io
 import json
+import math
 import os
 import stat
 import tempfile
@@ -170,6 +171,19 @@ def targets(folder: Path, stem: str) -> list[Path]:
     return [folder / f"{stem}.json", folder / f"{stem}.xml"]
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every float that JSON has no number for (NaN, an infinity: a runtime's outputs can hold them)
+    written as its name in a string ("NaN", "Infinity", "-Infinity"), so that the report is JSON every parser reads
+    (issue 48: 55 bare NaN tokens in the report of a runtime that computed NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
 def write(run: Run, folder: Path) -> list[Path]:
     """The JSON report and the JUnit XML, as DIR/ROW.json and DIR/ROW.xml, each whole or not at all:
     written beside its place and renamed onto it (a rename replaces a link, never writes through it),
@@ -179,7 +193,7 @@ def write(run: Run, folder: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReportNotWritten(f"report folder {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
-    _replace(json_path, markup.redact(json.dumps(to_json(run), indent=2, default=str) + "\n").encode())
+    _replace(json_path, markup.redact(json.dumps(finite(to_json(run)), indent=2, default=str, allow_nan=False) + "\n").encode())
     junit = io.BytesIO()
     to_junit(run).write(junit, encoding="utf-8", xml_declaration=True)
     _replace(xml_path, markup.redact(junit.getvalue().decode("utf-8")).encode("utf-8"))

@@ -161,3 +161,23 @@ def test_a_report_of_schema_3_follows_the_schema_kept_for_it():
     jsonschema.validate(old, json.loads((REPO / "docs" / "report-schema-3.json").read_text()))
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(old, SCHEMA)
+
+
+def test_a_report_of_outputs_that_are_nan_is_json_every_parser_reads(tmp_path):
+    """Issue 48: a runtime whose outputs are NaN is rightly FAILed, but its report held bare NaN tokens, which jq and
+    strict parsers refuse; those are the reports that matter."""
+    from smoke.results import failed
+
+    nan, inf = float("nan"), float("inf")
+    run = with_result(a_seed_run("cpu_x86_64"), failed("extension modules import", "outputs NaN", max_abs_diff=nan,
+                                                        outputs=[[nan, inf, -inf, 1.5]], nested={"diff": nan}))
+    json_path, _xml = report.write(run, tmp_path)
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    data = json.loads(json_path.read_text(), parse_constant=refuse)
+    jsonschema.validate(data, SCHEMA)
+    measured = next(c for c in data["checks"] if c["name"] == "extension modules import")["measured"]
+    assert measured["max_abs_diff"] == "NaN" and measured["outputs"] == [["NaN", "Infinity", "-Infinity", 1.5]]
+    assert measured["nested"] == {"diff": "NaN"}

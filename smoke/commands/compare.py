@@ -220,13 +220,19 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
+# How a report writes a float JSON has no number for (smoke.report.finite), read back as that float.
+_NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
 def _outputs(value: Any) -> list[list[float]] | None:
-    """Recorded outputs (a list of flattened outputs, each a list of numbers), or None if they are not that."""
+    """Recorded outputs (a list of flattened outputs, each a list of numbers, NaN and the infinities by name), or None
+    if they are not that."""
     if not isinstance(value, list) or not all(isinstance(out, list) for out in value):
         return None
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for out in value for x in out):
+    read = [[_NOT_FINITE[x] if isinstance(x, str) and x in _NOT_FINITE else x for x in out] for out in value]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for out in read for x in out):
         return None
-    return value
+    return read
 
 
 def _float(value: float | int) -> float:
@@ -252,7 +258,8 @@ def output_drift(old: list, new: list) -> tuple[float | None, bool]:
             if math.isnan(diff):  # one side NaN, or infinities of opposite signs
                 diff = math.inf
             worst = max(worst, diff)
-            close = close and diff <= ATOL + RTOL * abs(a)
+            # an infinity is close only to itself (OLD's infinity made the tolerance infinite: any NEW was close)
+            close = close and not math.isinf(a) and not math.isinf(b) and diff <= ATOL + RTOL * abs(a)
     return worst, close
 
 

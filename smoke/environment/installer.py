@@ -110,7 +110,7 @@ _LIST_SETTINGS = {"extra-index-url", "find-links", "constraint", "trusted-host"}
 _IGNORED = {"disable-pip-version-check", "default-timeout", "timeout", "cert", "progress-bar", "quiet",
             "verbose", "no-cache-dir", "cache-dir", "retries", "no-input", "root-user-action", "break-system-packages",
             "no-warn-script-location", "require-virtualenv", "config-file"}
-_TRUE = {"1", "true", "yes", "on"}
+_TRUE = {"1", "true", "yes", "on", "y", "t"}  # what pip reads as true (its strtobool): PIP_NO_INDEX=y is no index
 
 
 def parse_pip_config(listing: str) -> Sources:

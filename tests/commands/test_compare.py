@@ -531,3 +531,21 @@ def test_a_second_compare_into_a_report_folder_in_use_is_refused_and_the_firsts_
                                f"writes the same reports: wait for it to end, or pass another folder to --report-dir\n")
         assert "checks:" not in proc.stdout
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in reports.iterdir()} == before
+
+
+def test_outputs_a_report_wrote_by_name_are_compared_as_the_floats_they_were():
+    """A report writes NaN and the infinities by name, so that it is JSON (smoke.report.finite, issue 48): compare
+    reads them back as those floats, not as outputs missing."""
+    old = measured_report({"run with data file (weighted)": {"outputs": [[1.0, "Infinity"]], "max_abs_diff": "NaN"}})
+    new = measured_report({"run with data file (weighted)": {"outputs": [[1.0, 2.0]], "max_abs_diff": 0.0}})
+    entry = next(e for e in compare.runtime_drift(old, new)["outputs"] if e["check"] == "run with data file (weighted)")
+    assert entry["not_compared"] is None and entry["within_tolerance"] is False
+    assert entry["old_vs_eager"] is None and entry["new_vs_eager"] == 0.0
+
+
+@pytest.mark.parametrize(("old", "new"), [([[math.inf]], [[2.0]]), ([[2.0]], [[math.inf]]), ([[-math.inf]], [[math.inf]])])
+def test_an_infinity_is_close_only_to_itself(old, new):
+    """OLD's infinity made the tolerance (atol + rtol * |old|) infinite, so any NEW was judged close (found with issue 48's
+    NaN reports)."""
+    assert compare.output_drift(old, new) == (math.inf, False)
+    assert compare.output_drift(old, [list(v) for v in old]) == (0.0, True)

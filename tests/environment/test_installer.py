@@ -79,7 +79,8 @@ def test_the_uv_install_command_carries_the_sources_and_pips_index_strategy(tmp_
         assert pair in _pairs(cmd)
 
 
-@pytest.mark.parametrize(("value", "no_index"), [("1", True), ("yes", True), ("true", True), ("0", False), ("off", False)])
+@pytest.mark.parametrize(("value", "no_index"), [("1", True), ("yes", True), ("true", True), ("y", True), ("t", True),
+                                                 ("0", False), ("off", False), ("n", False)])
 def test_pip_no_index_in_the_environment_reaches_uv(tmp_path, value, no_index):
     # PIP_NO_INDEX, as a shared runner sets it to keep pip off the network: uv is given --no-index and no index.
     sources = _pip_config(tmp_path, "[global]\nextra-index-url = file:///a/simple\nfind-links = /w\n", PIP_NO_INDEX=value)
