@@ -267,14 +267,16 @@ def together_of(forked: tuple[list[str], forks.Forked | forks.Started], imported
     except OSError:
         said = ""
     ran = read_together(said, code, modules)
+    # a module that does not import alone raises here too, and is judged by that: only the others' errors count
+    ran["errors"] = {index: error for index, error in ran["errors"].items() if modules[index] in imported}
     found = together_incident(ran)
     if found is None or modules[found[0]] not in imported:
         return {"modules": imported, "incident": None, "seconds": round(time.monotonic() - start, 3), "after_imports": first}
-    index, seen = found
+    index, seen, kind = found
     culprit = modules[index]
     after = [other for other in modules[:index] if other in imported
              and (hit := together_incident(import_together([other, culprit], torch_lib=torch_lib))) is not None and hit[0] == 1]
-    return {"modules": imported, "incident": {"module": culprit, "after": after, "seen": seen},
+    return {"modules": imported, "incident": {"module": culprit, "after": after, "seen": seen, "kind": kind},
             "seconds": round(time.monotonic() - start, 3), "after_imports": first}
 
 
@@ -282,17 +284,23 @@ def together_of(forked: tuple[list[str], forks.Forked | forks.Started], imported
 AFTER = "torch and executorch.exir"
 
 
-def together_incident(ran: dict) -> tuple[int, str] | None:
-    """Where the one process went wrong: the first import that printed a second registration, or the import during
-    which it was ended (a signal, or an exit before its end); and what was seen."""
+def together_incident(ran: dict) -> tuple[int, str, str] | None:
+    """Where the one process went wrong: the first import that printed a second registration, the first that raised
+    (a module that imports alone and raises after the others: pybind11's "generic_type: type ... is already
+    registered!", issue 48), or the import during which it was ended (a signal, or an exit before its end); what was
+    seen; and which of the three it was ("twice", "raised", "ended")."""
     for index in sorted(ran["output"]):
         if REGISTERED_TWICE.search(ran["output"][index]) is not None:
-            return index, proc.tail(next(line for line in ran["output"][index].splitlines() if REGISTERED_TWICE.search(line)), 1)
+            seen = next(line for line in ran["output"][index].splitlines() if REGISTERED_TWICE.search(line))
+            return index, proc.tail(seen, 1), "twice"
+    if ran.get("errors"):
+        index = min(ran["errors"])
+        return index, proc.tail(str(ran["errors"][index]), 1), "raised"
     if not ran["ended"]:
         how = f"was ended by {ran['signal']}" if ran["signal"] else f"ended (exit {ran['exit']})"
         broke = f"; {ran['broken']}" if ran.get("broken") else ""
         return max(ran["reached"], 0), (f"the process {how} during this import, before the imports after it{broke}: "
-                                        f"{proc.tail(ran['output'].get(ran['reached'], '')) or 'it printed nothing'}")
+                                        f"{proc.tail(ran['output'].get(ran['reached'], '')) or 'it printed nothing'}"), "ended"
     return None
 
 
@@ -305,11 +313,11 @@ def together(modules: list[str], torch_lib: str | None = None) -> dict | None:
     found = together_incident(import_together(modules, torch_lib=torch_lib))
     if found is None:
         return {"modules": modules, "incident": None, "seconds": round(time.monotonic() - start, 3)}
-    index, seen = found
+    index, seen, kind = found
     culprit = modules[index]
     after = [other for other in modules[:index]
              if (hit := together_incident(import_together([other, culprit], torch_lib=torch_lib))) is not None and hit[0] == 1]
-    return {"modules": modules, "incident": {"module": culprit, "after": after, "seen": seen},
+    return {"modules": modules, "incident": {"module": culprit, "after": after, "seen": seen, "kind": kind},
             "seconds": round(time.monotonic() - start, 3)}
 
 
@@ -377,12 +385,12 @@ def judge(outcomes: list[dict], seconds: float, torch_lib: str | None = None, bo
         return failed(name, f"{len(broken)} of {len(outcomes)} do not import in a clean environment{stand_in}: {said}", **measured)
     measured["together"] = both
     if both is not None and (found := both.get("incident")) is not None:
-        twice = REGISTERED_TWICE.search(found["seen"]) is not None  # else the process ended during that import
+        kind = found.get("kind") or ("twice" if REGISTERED_TWICE.search(found["seen"]) else "ended")
         first = both.get("after_imports")
         before = (f" after {', '.join(found['after'])}" if found.get("after") else
                   f" after the modules before it or {first} (no one of them alone)" if first else
                   " after the modules before it (no one of them alone)")
-        what = "registers again what was registered" if twice else "ends the process when imported"
+        what = {"twice": "registers again what was registered", "raised": "raises when imported"}.get(kind, "ends the process when imported")
         where = f"in name order, after {first}" if first else "in name order"
         return failed(name, f"each imports alone, but imported together into one process ({where}) {found['module']} "
                             f"{what}{before}: {found['seen']}", **measured)

@@ -320,3 +320,33 @@ def test_with_the_driver_initialised_the_imports_together_pass_and_say_so(real_f
     assert result.status is Status.PASS, result.line()
     assert result.reason.startswith("all 2 import, each in a process of its own with a clean loader environment, and "
                                     "together into one process (")
+
+
+def _registering_one_type(tmp_path: Path) -> dict[str, bytes]:
+    """Two extension modules whose PyInit each registers one type in a process-wide registry (an environment variable
+    stands in for pybind11's); the second raises pybind11's ImportError (issue 48: the row PASSed this, 30/0/0)."""
+    register = ('if (getenv("SMOKE_TEST_TYPE")) { PyErr_SetString(PyExc_ImportError, "generic_type: type '
+                '\\"ExecuTorchModule\\" is already registered!"); return NULL; } setenv("SMOKE_TEST_TYPE", "1", 1);')
+    return {f"executorch/{name}.cpython-311-x86_64-linux-gnu.so": _module(tmp_path, name, register)
+            for name in ("types_a", "types_b")}
+
+
+RAISED = ('raises when imported after executorch.types_a: ImportError: generic_type: type "ExecuTorchModule" is already '
+          'registered!')
+
+
+@needs_cc
+def test_a_module_that_raises_only_after_another_fails_together_every_way(real_files, tmp_path):
+    python = _install(tmp_path / "venv", {**real_files, **_registering_one_type(tmp_path)})
+    verdict = _import_all(python, loaderenv.for_environment(python, REPO).env, tmp_path / "out.json")
+    assert [o["error"] for o in verdict["outcomes"]] == [None, None, None]  # each alone imports
+    fresh = extensions.judge(verdict["outcomes"], verdict["seconds"], None, verdict["together"])
+    assert fresh.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
+                            f"(in name order) executorch.types_b {RAISED}")
+    (tmp_path / "fork").mkdir()
+    (tmp_path / "early").mkdir()
+    forked = _in_the_childs_fork(python, tmp_path / "fork")
+    assert forked.line() == ("FAIL extension modules import: each imports alone, but imported together into one process "
+                             f"(in name order, after torch and executorch.exir) executorch.types_b {RAISED}")
+    _said, early = _started_early(python, tmp_path / "early")
+    assert early.line() == fresh.line()
