@@ -92,7 +92,7 @@ def compare(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def benchmark(session: nox.Session) -> None:
-    """Time the gate's phases over several runs, min/median/max and the whole run over its floor (one import alone + exports + loads) (-- WHEEL [--row ROW] [--runs N] [--budget S] [--variants all|default] [--output FILE])."""
+    """Time the gate's phases over several runs, min/median/max and the whole run over its floor (one import alone + exports + loads) (-- WHEEL [--row ROW] [--runs N] [--budget S] [--variants all|default] [--output FILE] [--log-dir DIR])."""
     _invoked_from(session)
     _verdict(session, "benchmark", cli.benchmark_main(list(session.posargs)))
 
