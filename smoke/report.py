@@ -171,12 +171,16 @@ def targets(folder: Path, stem: str) -> list[Path]:
     return [folder / f"{stem}.json", folder / f"{stem}.xml"]
 
 
+# The names a report writes for the floats JSON has no number for (``finite``), and the floats a reader takes them for.
+NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
 def finite(value: Any) -> Any:
     """``value`` with every float that JSON has no number for (NaN, an infinity: a runtime's outputs can hold them)
     written as its name in a string ("NaN", "Infinity", "-Infinity"), so that the report is JSON every parser reads
     (issue 48: 55 bare NaN tokens in the report of a runtime that computed NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")  # NOT_FINITE's names
     if isinstance(value, dict):
         return {key: finite(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

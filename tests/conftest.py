@@ -142,7 +142,9 @@ def _not_under_github_actions(monkeypatch):
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     # and the job's files (the step summary a row writes to, smoke.environment.loaderenv.CI_FILE_VARIABLES): a test sets
     # those it wants, in its own folder, never the runner's
-    for name in ("GITHUB_STEP_SUMMARY", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE"):
+    from smoke.environment.loaderenv import CI_FILE_VARIABLES
+
+    for name in CI_FILE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 

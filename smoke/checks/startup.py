@@ -50,13 +50,10 @@ def site_path(member: str) -> str | None:
     return None
 
 
-def in_site_packages_root(member: str) -> str | None:
-    """The name a wheel member has directly in site-packages (``x.pth``, ``sitecustomize``), or None for a member
-    installed below a package folder, into its .dist-info, or elsewhere (scripts, headers, data)."""
-    where = site_path(member)
-    if where is None:
-        return None
-    parts = PurePosixPath(where).parts
+def _entry(path: str) -> str | None:
+    """The name ``path`` (relative to a folder on sys.path) is imported or read by from that folder: a file directly in
+    it, or a ``sitecustomize``/``usercustomize`` package's ``__init__.py``; None for anything deeper."""
+    parts = PurePosixPath(path).parts
     if len(parts) == 1:
         return parts[0]
     if len(parts) == 2 and parts[0] in CUSTOMIZE and parts[1] == "__init__.py":
@@ -64,14 +61,20 @@ def in_site_packages_root(member: str) -> str | None:
     return None
 
 
+def in_site_packages_root(member: str) -> str | None:
+    """The name a wheel member has directly in site-packages (``x.pth``, ``sitecustomize``), or None for a member
+    installed below a package folder, into its .dist-info, or elsewhere (scripts, headers, data)."""
+    where = site_path(member)
+    return None if where is None else _entry(where)
+
+
 def customize_in(folder: str, installed: set[str]) -> str | None:
     """The ``sitecustomize``/``usercustomize`` the wheel installs directly in ``folder`` (relative to site-packages),
-    which ``site`` imports once a ``.pth`` line has put that folder on sys.path; None where there is none."""
+    which ``site`` imports once a ``.pth`` line has put that folder on sys.path; None where there is none. The same
+    rule as in site-packages' root (``check_startup_code``)."""
+    prefix = f"{folder}/"
     for path in sorted(installed):
-        parent, _, leaf = path.rpartition("/")
-        if parent == folder and leaf.split(".")[0] in CUSTOMIZE and (leaf.endswith((".py", ".so", ".pyc"))):
-            return path
-        if parent == f"{folder}/{PurePosixPath(parent).name}" and PurePosixPath(parent).name in CUSTOMIZE and leaf == "__init__.py":
+        if path.startswith(prefix) and (name := _entry(path[len(prefix):])) is not None and name.split(".")[0] in CUSTOMIZE:
             return path
     return None
 

@@ -115,12 +115,19 @@ def torch_outside() -> str | None:
     return os.path.join(folder, "lib")
 
 
-def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S, torch_lib: str | None = None) -> dict:
-    """Import one module in a fresh ``python -I``; its outcome as data: ``error`` is None when it imported."""
+def with_torch_lib(torch_lib: str | None) -> dict[str, str] | None:
+    """This process's environment with torch's folder as LD_LIBRARY_PATH where torch lies outside site-packages
+    (``torch_outside``); None (inherit it) otherwise."""
     import os
 
+    return {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
+
+
+def import_alone(module: str, timeout: float = IMPORT_TIMEOUT_S, torch_lib: str | None = None) -> dict:
+    """Import one module in a fresh ``python -I``; its outcome as data: ``error`` is None when it imported."""
+
     start = time.monotonic()
-    env = {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
+    env = with_torch_lib(torch_lib)
     try:
         ran = proc.run([sys.executable, "-I", "-c", _IMPORT, module], what=f"importing {module}", timeout=timeout, check=False,
                        env=env)
@@ -172,9 +179,8 @@ def import_together(modules: list[str], timeout: float = IMPORT_TIMEOUT_S, torch
     """Import ``modules`` into one ``python -I``, in order: what each printed (by index), the errors, how the
     process ended and whether it reached its end. Each imports alone; two that register one kernel, operator or
     backend each register it twice in the one process a user imports them into."""
-    import os
 
-    env = {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
+    env = with_torch_lib(torch_lib)
     try:
         ran = proc.run([sys.executable, "-I", "-c", _TOGETHER, *modules], what="importing the extension modules together",
                        timeout=timeout, check=False, env=env)
@@ -234,10 +240,9 @@ def start_together(workdir: Path) -> tuple[list[str], forks.Started] | None:
         modules = shipped_modules()
     except metadata.PackageNotFoundError:
         return None
-    import os
 
     torch_lib = torch_outside()
-    env = {**os.environ, "LD_LIBRARY_PATH": torch_lib} if torch_lib else None
+    env = with_torch_lib(torch_lib)
     log = workdir / "together-imports.log"
     with open(log, "wb") as out:  # a file, not a pipe: nobody reads it while it runs
         process = proc.start([sys.executable, "-I", "-c", _TOGETHER, *modules], stdout=out, stderr=subprocess.STDOUT,

@@ -220,16 +220,12 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
-# How a report writes a float JSON has no number for (smoke.report.finite), read back as that float.
-_NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
 def _outputs(value: Any) -> list[list[float]] | None:
     """Recorded outputs (a list of flattened outputs, each a list of numbers, NaN and the infinities by name), or None
     if they are not that."""
     if not isinstance(value, list) or not all(isinstance(out, list) for out in value):
         return None
-    read = [[_NOT_FINITE[x] if isinstance(x, str) and x in _NOT_FINITE else x for x in out] for out in value]
+    read = [[report.NOT_FINITE[x] if isinstance(x, str) and x in report.NOT_FINITE else x for x in out] for out in value]
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for out in read for x in out):
         return None
     return read
