@@ -26,6 +26,7 @@ from smoke.results import CheckResult, Status, all_passed, counts
 
 SCHEMA = 4  # 3: the statuses warn and waived, a waived check's waiver, strict; 4: the gate that judged (name, version)
 MODES = ("row", "inspect")
+COMPARE = "compare"  # the mode of compare's own report (docs/compare-schema.json), which is not a row's
 
 
 class Waiver(Protocol):

@@ -510,7 +510,7 @@ def _compare(old: wheels.Wheel, new: wheels.Wheel, row: Row, static_only: bool, 
             else:
                 shutil.rmtree(work, ignore_errors=True)  # a folder this run made: the rows' logs, reports and work folders
     static["device_code"] = device_code_drift(old_results, new_results)
-    data: dict[str, Any] = {"schema": SCHEMA, "mode": "compare", "row": row.name, "static_only": static_only,
+    data: dict[str, Any] = {"schema": SCHEMA, "mode": report.COMPARE, "row": row.name, "static_only": static_only,
             "old": _wheel_json(old), "new": _wheel_json(new), "checks": checks, "static": static, "runtime": runtime}
     data["regressions"] = regressions(checks, runtime)
     data["exit_code"] = EXIT_FAILED if data["regressions"] else 0

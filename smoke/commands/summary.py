@@ -27,7 +27,7 @@ from smoke import markup, paths, stages
 from smoke.checks import pipeline
 from smoke.console import error, fail
 from smoke.errors import EXIT_FAILED, GateError
-from smoke.report import MODES, SCHEMA, append_to_step_summary
+from smoke.report import COMPARE, MODES, SCHEMA, append_to_step_summary
 from smoke.results import Status
 from smoke.rows import RELEASE_ROWS, ROWS
 from smoke.stages import MUST_EXECUTE
@@ -127,8 +127,9 @@ def read_bytes(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
     return data
 
 
-def read_report(path: Path) -> Report:
-    """One report file, read and checked: a ReportError naming the file and why, never another exception."""
+def read_report(path: Path) -> Report | None:
+    """One report file, read and checked: a ReportError naming the file and why, never another exception. None for
+    compare's own report (``--report-dir`` of compare may be the rows' folder): it judges no row and is left out."""
     data = read_bytes(path)
     try:
         document = json.loads(data.decode("utf-8"))
@@ -137,6 +138,8 @@ def read_report(path: Path) -> Report:
         raise ReportError(f"{path} is not a JSON report ({markup.plain(reason)[:200]}); {_FIX}") from None
     if type(document) is not dict:
         raise ReportError(f"{path} holds {_describe(document)}, not a report object; {_FIX}")
+    if document.get("mode") == COMPARE:
+        return None
     schema = document.get("schema")
     if type(schema) is not int or schema not in READS:
         raise ReportError(f"{path} has report schema {markup.plain(repr(schema))[:40]}, this gate reads "
@@ -213,13 +216,13 @@ def _agrees_with_itself(report: Report, document: dict[str, Any]) -> None:
 
 
 def load_reports(folder: Path) -> dict[str, Report]:
-    """Every row report under ``folder`` (``inspect`` reports are read, and left out), by row."""
+    """Every row report under ``folder`` (``inspect`` reports are read, and left out, as compare's are), by row."""
     if not folder.is_dir():
         raise ReportError(f"reports folder {str(folder)!r} does not exist; pass the folder the rows wrote with --report-dir")
     reports: dict[str, Report] = {}
     for path in sorted(folder.rglob("*.json")):
         report = read_report(path)
-        if report.mode != "row":
+        if report is None or report.mode != "row":
             continue
         if report.row in reports:
             raise ReportError(f"two reports for row {report.row!r} ({reports[report.row].path} and {path}); keep one per row")

@@ -129,67 +129,120 @@ def _work_folder(stack: contextlib.ExitStack, path: Path) -> owned.Owned:
     return stack.enter_context(owned.held(owned.claim(path, "work folder", "--workdir"), interrupted=_said_kept))
 
 
-@dataclasses.dataclass
-class RowRun:
-    """One row's run as its steps go: what each step found, for the steps after it."""
+# A row is one function, ``steps``, read top to bottom. Each step is given what the steps before it made (frozen
+# dataclasses) and returns its own product, or ``STOP`` where the run ends after it. What every step shares is the
+# ``Context``; ``Run`` in it is the report, to which each step adds its checks' results and phases.
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What every step of one row's run is given: the row, its options, the stack its folders are held on, the report
+    being written, when the run began, and the environment's folder."""
     row: Row
     options: opts.Options
     stack: contextlib.ExitStack
     run: Run
     start: float
     env_dir: Path
-    interpreter: wheels.Interpreter | None = None
-    wheel_path: Path | None = None
-    wheel: wheels.Wheel | None = None
-    policy: settings.Policy | None = None
-    constraints: Path | None = None
-    elsewhere: str | None = None  # why the installed half cannot run on this host (smoke.engine.row.away)
-    given_work: owned.Owned | None = None
-    env: environment.Env | None = None
-    code: Path | None = None  # where the processes in the environment import smoke from (loaderenv.gate_code)
-    child_env: dict[str, str] = dataclasses.field(default_factory=dict)
-    work: owned.Owned | None = None
-    files: "FileWork | None" = None  # the file checks, running beside the environment's build and the child's start
+
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """A step's answer where the run ends after it: its results are recorded; the verdict follows."""
+
+
+STOP = Stop()
+
+
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """``outputs_and_input``: the interpreter the environment is built with, and the wheel's file."""
+    interpreter: wheels.Interpreter
+    wheel_path: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """``wheel_read``: the wheel, its policy, and why its installed half cannot run here (None where it can); the
+    torch constraints where it can."""
+    interpreter: wheels.Interpreter
+    wheel: wheels.Wheel
+    policy: settings.Policy
+    elsewhere: str | None
+    constraints: Path | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """``wheel_said``: a wheel whose installed half runs on this host, and the work folder given and claimed."""
+    interpreter: wheels.Interpreter
+    wheel: wheels.Wheel
+    constraints: Path
+    given_work: owned.Owned | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """``environment_built``: the environment, where its processes import the gate's code from, and their
+    loader environment."""
+    env: environment.Env
+    code: Path
+    child_env: dict[str, str]
 
 
 def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
-    """The row's steps (``STEPS``), in order, until one ends the run; then the verdict."""
-    state = RowRun(row, options, stack, Run(row.name), time.monotonic(), options.env_dir or paths.ENVS / row.name)
-    for step in STEPS:
-        if not step(state):
-            break
-    return finish(state.run, options, state.work, state.start)
+    """The row's steps, until one ends the run; then the verdict."""
+    context = Context(row, options, stack, Run(row.name), time.monotonic(), options.env_dir or paths.ENVS / row.name)
+    work = steps(context)
+    return finish(context.run, options, work, context.start)
 
 
-def outputs_and_input(state: RowRun) -> bool:
+def steps(context: Context) -> owned.Owned | None:
+    """A row, top to bottom; the work folder the child ran in, where it ran."""
+    read = wheel_read(context, outputs_and_input(context))
+    if read.elsewhere is not None:
+        files_only_elsewhere(context, read, read.elsewhere)
+        return None
+    judged = wheel_said(context, read)
+    files = files_checked(context, judged)
+    if isinstance(files, Stop):
+        return None
+    built = environment_built(context, judged, files)
+    if isinstance(built, Stop):
+        return None
+    if isinstance(environment_probed(context, judged, built, files), Stop):
+        return None
+    return child_run(context, judged, built, files)
+
+
+def outputs_and_input(context: Context) -> Given:
     """Every path the run will write refused now, if it must be; the interpreter; the wheel (downloaded if none given)."""
-    options = state.options
-    check_outputs(state.row, options, state.env_dir)
+    options = context.options
+    check_outputs(context.row, options, context.env_dir)
     if options.report_dir is not None:
-        state.stack.enter_context(hold_reports(options.report_dir, state.run.stem))
-    state.interpreter = wheels.probe_interpreter(options.python)
-    state.wheel_path = options.wheel or download.default_wheel(state.row, state.interpreter, options.wheel_index, say,
-                                                               options.wheel_version, options.pre)
-    return True
+        context.stack.enter_context(hold_reports(options.report_dir, context.run.stem))
+    interpreter = wheels.probe_interpreter(options.python)
+    return Given(interpreter, options.wheel or download.default_wheel(context.row, interpreter, options.wheel_index, say,
+                                                                      options.wheel_version, options.pre))
 
 
-def wheel_read(state: RowRun) -> bool:
+def wheel_read(context: Context, given: Given) -> Read:
     """The wheel read, its policy, and refused where it is not for this row, this interpreter or any known torch."""
-    run, row, options = state.run, state.row, state.options
-    assert state.wheel_path is not None and state.interpreter is not None
-    with phase(run, f"reading the wheel {state.wheel_path}"):
-        wheel = wheels.read_wheel(state.wheel_path)
-        state.policy = policy_for(wheel, options)
-        judged_by(run, state.policy, wheel, options)
-        state.wheel = wheel = dataclasses.replace(wheel, user_supplied=state.policy.user_supplied)
+    run, row, options = context.run, context.row, context.options
+    with phase(run, f"reading the wheel {given.wheel_path}"):
+        wheel = wheels.read_wheel(given.wheel_path)
+        policy = policy_for(wheel, options)
+        judged_by(run, policy, wheel, options)
+        wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
         check_machine(wheel, row)
-        state.elsewhere = away(row)
+        elsewhere = away(row)
         run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
-        if state.elsewhere is None:
-            wheels.check_interpreter(wheel, state.interpreter)
-            check_host(state.interpreter, row)
-            state.constraints = pairing.constraints_for(wheel, options.constraints)
-    return True
+        constraints = None
+        if elsewhere is None:
+            wheels.check_interpreter(wheel, given.interpreter)
+            check_host(given.interpreter, row)
+            constraints = pairing.constraints_for(wheel, options.constraints)
+    return Read(given.interpreter, wheel, policy, elsewhere, constraints)
 
 
 def policy_for(wheel: wheels.Wheel, options: opts.Options) -> settings.Policy:
@@ -206,35 +259,33 @@ def judged_by(run: Run, policy: settings.Policy, wheel: wheels.Wheel, options: o
     run.waivers = settings.Waivers(policy.waivers, wheel.version)
 
 
-def files_only_elsewhere(state: RowRun) -> bool:
+def files_only_elsewhere(context: Context, read: Read, elsewhere: str) -> None:
     """A row for another system: its file checks only, on any host; nothing is installed, the rest is skipped."""
-    if state.elsewhere is None:
-        return True
-    run, row, wheel = state.run, state.row, state.wheel
-    assert wheel is not None
+    run, row, wheel = context.run, context.row, read.wheel
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}")
-    file_checks(run, row, wheel, state.options)
-    say(state.elsewhere)
+    file_checks(run, row, wheel, context.options)
+    say(elsewhere)
     facts = SYSTEMS[row.system]
-    skip_installed_half(state, f"not run: the {facts.words} row's installed half is not built yet" if not facts.installed_half
+    skip_installed_half(context, f"not run: the {facts.words} row's installed half is not built yet" if not facts.installed_half
                         else f"not run: the {row.name} row installs and runs the wheel on {facts.words} only (this host: "
                              f"{host_words()})")
-    return False
 
 
-def wheel_said(state: RowRun) -> bool:
+def wheel_said(context: Context, read: Read) -> Judged:
     """What is judged, under which policy and constraints; a work folder given is claimed before anything is built."""
-    wheel, options, constraints = state.wheel, state.options, state.constraints
-    assert wheel is not None and state.policy is not None and constraints is not None
+    wheel, options, constraints = read.wheel, context.options, read.constraints
+    if constraints is None:
+        raise GateError("the wheel was said before its constraints were chosen: a fault of the gate's")
     say(f"wheel: {wheel.filename}, {wheel.size} B, sha256 {wheel.sha256}; executorch {wheel.version}; "
         f"constraints {constraints.relative_to(paths.HOME) if constraints.is_relative_to(paths.HOME) else constraints}")
-    say(state.policy.line())
+    say(read.policy.line())
     if options.constraints is None and (made := pairing.pair(wheel)).by_rule:
         say(f"torch paired by rule: {made.how}")
+    given_work = None
     if options.workdir is not None:  # refused now, before anything is built, if it is not the gate's
         with machine("the work folder", options.workdir, "--workdir"):
-            state.given_work = _work_folder(state.stack, options.workdir)
-    return True
+            given_work = _work_folder(context.stack, options.workdir)
+    return Judged(read.interpreter, wheel, constraints, given_work)
 
 
 class FileWork:
@@ -317,114 +368,106 @@ class FileWork:
         return go_on
 
 
-def files_checked(state: RowRun) -> bool:
+def files_checked(context: Context, judged: Judged) -> FileWork | Stop:
     """The file checks started beside what comes next (``FileWork``); the environment is not built where the wheel is
     a CPU build on a CUDA row, or where its torch requirement cannot be installed as declared (those two checks are
     run first, here), nor, with fail-fast, where a file check failed (they are waited for here)."""
-    run, row, wheel, options = state.run, state.row, state.wheel, state.options
-    assert wheel is not None
+    run, row, wheel, options = context.run, context.row, judged.wheel, context.options
     requirement, build = requirements.TORCH_REQUIREMENT, cuda_checks.CUDA_BUILD
     ready = {}
     for first in (build, requirement):  # read from the wheel's metadata alone, in no time
         if first in pipeline.file_checks(row):
             ready[first.name] = kinds.run_file(first, wheel, row, shipped.Libraries((), ()))
-    state.files = FileWork(run, row, wheel, options, ready)
-    state.stack.callback(state.files.stop)
-    if options.fail_fast and not state.files.take():  # fail-fast: nothing is built for a wheel a file check failed
-        return False
+    files = FileWork(run, row, wheel, options, ready)
+    context.stack.callback(files.stop)
+    if options.fail_fast and not files.take():  # fail-fast: nothing is built for a wheel a file check failed
+        return STOP
 
     def failing(check: kinds.FileCheck) -> bool:
         result = ready.get(check.name)
         return result is not None and run.waived(result).status is Status.FAIL
 
     if failing(build):  # a CPU build on a CUDA row: its CUDA checks cannot pass, and its own row is another
-        if not state.files.take():
-            return False
+        if not files.take():
+            return STOP
         say(f"the environment is not built: the wheel is a CPU build, which the {row.name} row cannot run; its row is "
             f"cpu_{row.machine} (see {build.name})")
-        skip_installed_half(state, f"not run: the wheel is a CPU build (see {build.name})")
-        return False
+        skip_installed_half(context, f"not run: the wheel is a CPU build (see {build.name})")
+        return STOP
     if failing(requirement):
-        if not state.files.take():
-            return False
+        if not files.take():
+            return STOP
         if options.constraints is None:
             say(f"the environment is not built: the wheel's requirements cannot be installed as declared beside its paired "
                 f"torch (see {requirement.name})")
-            skip_installed_half(state, f"not run: the environment is not built (see {requirement.name})")
-            return False
-    return True
+            skip_installed_half(context, f"not run: the environment is not built (see {requirement.name})")
+            return STOP
+    return files
 
 
-def skip_installed_half(state: RowRun, why: str) -> None:
+def skip_installed_half(context: Context, why: str) -> None:
     """Every check of the environment and the child, recorded as skipped for ``why`` (printed, never silent)."""
-    for check in (*pipeline.for_row(state.row, stages.ENVIRONMENT), *pipeline.for_row(state.row, stages.CHILD)):
+    for check in (*pipeline.for_row(context.row, stages.ENVIRONMENT), *pipeline.for_row(context.row, stages.CHILD)):
         if check is not stages.CHILD_PROCESS:
             for result_name in check.names():
-                emit(state.run, skipped(result_name, why))
+                emit(context.run, skipped(result_name, why))
 
 
-def environment_built(state: RowRun) -> bool:
+def environment_built(context: Context, judged: Judged, files: FileWork) -> Built | Stop:
     """The environment built (or reused), and one loader environment for every process in it."""
-    run, options, wheel, interpreter = state.run, state.options, state.wheel, state.interpreter
-    assert wheel is not None and interpreter is not None and state.constraints is not None
-    env_options = environment.EnvOptions(env_dir=state.env_dir, constraints=state.constraints, **opts.for_environment(options))
+    run, options, wheel, interpreter = context.run, context.options, judged.wheel, judged.interpreter
+    env_options = environment.EnvOptions(env_dir=context.env_dir, constraints=judged.constraints, **opts.for_environment(options))
     reuse = environment.will_reuse(wheel, interpreter, env_options)
     doing = ("reusing the environment in {}" if reuse else "building the environment in {}").format(env_options.env_dir)
     backend = installer.choose_backend(options.venv_backend)[0]  # auto: uv where it is found
-    files = state.files
-    if files is not None and not reuse and not files.readable():
+    if not reuse and not files.readable():
         files.take()
         say("the environment is not built: the wheel ships libraries the gate cannot read (see architecture)")
-        return False
+        return STOP
     try:
         with phase(run, f"{doing} ({backend}, {interpreter.describe()})"), \
-                machine("building the environment", state.env_dir, "--env-dir"):
-            state.env = env = state.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
+                machine("building the environment", context.env_dir, "--env-dir"):
+            env = context.stack.enter_context(environment.built(wheel, interpreter, env_options, say))
     except GateError as exc:
         # Built beside the file checks (FileWork): a wheel they found damaged or unreadable fails the installer too, in
         # its own many words; the file checks' one line names the cause and the fix.
-        if state.files is not None:
-            state.files.thread.join()
-            if isinstance(state.files.failure, GateError):
-                raise state.files.failure from exc
+        files.thread.join()
+        if isinstance(files.failure, GateError):
+            raise files.failure from exc
         raise
     run.torch_source = env.torch_source
     say(f"torch from {env.torch_source}")
-    state.code = state.stack.enter_context(loaderenv.gate_code())
-    loader = loaderenv.for_environment(env.python, state.code)  # the child passes it on to its own processes
+    code = context.stack.enter_context(loaderenv.gate_code())
+    loader = loaderenv.for_environment(env.python, code)  # the child passes it on to its own processes
     run.loader_env = loader.to_json()
     say(loader.line())
-    state.child_env = loader.env
-    return True
+    return Built(env, code, loader.env)
 
 
-def environment_probed(state: RowRun) -> bool:
+def environment_probed(context: Context, judged: Judged, built: Built, files: FileWork) -> None | Stop:
     """The environment's checks, on a probe of its own (or, with --overlap, on the child's first report)."""
-    if state.options.overlap:
-        return True
-    assert state.env is not None and state.wheel is not None and state.code is not None
-    if state.files is not None and not state.files.take():  # the checks judge what the file checks read
-        return False
-    with phase(state.run, "probing the environment in a process of its own"):
-        facts = installed.run_probe(state.env.python, state.child_env, state.code)
-    return installed_checks(state.run, state.row, state.wheel, facts, state.options, state.files)
+    if context.options.overlap:
+        return None
+    if not files.take():  # the checks judge what the file checks read
+        return STOP
+    with phase(context.run, "probing the environment in a process of its own"):
+        facts = installed.run_probe(built.env.python, built.child_env, built.code)
+    return None if installed_checks(context.run, context.row, judged.wheel, facts, context.options, files) else STOP
 
 
-def child_run(state: RowRun) -> bool:
+def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -> owned.Owned | None:
     """The child, in a work folder of the gate's, given its row as data; judged as it reports; a row that must
-    execute and did not run its must-execute checks FAILs."""
-    run, row, options, wheel, env, files = state.run, state.row, state.options, state.wheel, state.env, state.files
-    assert wheel is not None and env is not None and state.code is not None and files is not None
+    execute and did not run its must-execute checks FAILs. The work folder, where the child was started."""
+    run, row, options, env = context.run, context.row, context.options, built.env
     if not files.thread.is_alive() and not files.take():  # done already (a cold build is longer): no child to start
-        return False
-    if state.given_work is not None:
-        work = state.given_work
+        return None
+    if judged.given_work is not None:
+        work = judged.given_work
         with machine("the work folder", work.path, "--workdir"):
             work.empty()  # an earlier run's records are never read as this run's
     else:
         with machine("making a temporary work folder", Path(tempfile.gettempdir()), "--workdir, or TMPDIR"):
-            work = _work_folder(state.stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
-    state.work = work
+            work = _work_folder(context.stack, Path(tempfile.mkdtemp(prefix=f"gate-{row.name}-")))
     workdir = work.path
     record, log = workdir / "record.jsonl", workdir / "child.log"
     row_file = workdir / "row.json"  # the child is given its row as data (smoke.child.row)
@@ -435,9 +478,10 @@ def child_run(state: RowRun) -> bool:
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
-        outcome = run_child(cmd, record, log, options.timeout, state.child_env, RowEvents(state), cwd=state.code)
+        outcome = run_child(cmd, record, log, options.timeout, built.child_env, RowEvents(context, judged.wheel, files, workdir),
+                            cwd=built.code)
     if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
-        return False
+        return work
     machine_failure(run, workdir)
     run.facts = outcome.facts
     if options.overlap and outcome.probe is None:
@@ -449,7 +493,7 @@ def child_run(state: RowRun) -> bool:
     if row.execution_required and (unrun := unexecuted(run.results)):
         emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
                                                f"{'; '.join(unrun)}", unrun=unrun))
-    return True
+    return work
 
 
 class RowEvents(ChildEvents):
@@ -457,28 +501,26 @@ class RowEvents(ChildEvents):
     environment's checks on its probe, its questions answered by the parent's readers and checks, the file checks
     taken as it starts."""
 
-    def __init__(self, state: RowRun) -> None:
-        assert state.work is not None and state.files is not None
-        self.state, self.files, self.workdir = state, state.files, state.work.path
+    def __init__(self, context: Context, wheel: wheels.Wheel, files: FileWork, workdir: Path) -> None:
+        self.context, self.wheel, self.files, self.workdir = context, wheel, files, workdir
 
     def check(self, result: CheckResult) -> None:
-        emit(self.state.run, result)
+        emit(self.context.run, result)
 
     def phase(self, name: str, seconds: float | None) -> None:
-        self.state.run.phases.append({"name": name, "seconds": seconds})
+        self.context.run.phases.append({"name": name, "seconds": seconds})
 
     def probe(self, facts: dict[str, Any]) -> None:
-        state = self.state
-        assert state.wheel is not None
-        if state.options.overlap and not installed_checks(state.run, state.row, state.wheel, facts, state.options, state.files):
+        context = self.context
+        if context.options.overlap and not installed_checks(context.run, context.row, self.wheel, facts, context.options, self.files):
             raise StopChild
 
     def ask(self, question: protocol.Ask) -> dict[str, Any]:
         """The child's questions (smoke.child.ask), answered by the parent's readers and checks."""
         if question.question == "exported":
-            results, answer = exported.judge_exports(self.state.row.backend, self.workdir, question.data)
+            results, answer = exported.judge_exports(self.context.row.backend, self.workdir, question.data)
             for result in results:
-                emit(self.state.run, result)
+                emit(self.context.run, result)
             return answer
         if question.question == "program":
             path = Path(str(question.data.get("path")))
@@ -491,11 +533,6 @@ class RowEvents(ChildEvents):
         """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""
         if not self.files.take():
             raise StopChild
-
-
-# A row, top to bottom: each step takes the run as the steps before it left it, and says whether the run goes on.
-STEPS = (outputs_and_input, wheel_read, files_only_elsewhere, wheel_said, files_checked, environment_built,
-         environment_probed, child_run)
 
 
 def unexecuted(results: list[CheckResult]) -> list[str]:

@@ -500,3 +500,29 @@ def test_the_folder_checks_accept_only_folders_apart(tmp_path):
 @pytest.mark.slow
 def test_the_folder_checks_accept_only_folders_apart_many(tmp_path):
     _check_many(tmp_path, 5000)
+
+
+def test_each_step_of_a_row_takes_and_returns_frozen_products():
+    """Issue 46: a row's steps pass products forward, never a shared mutable bag. Every parameter of a step is the
+    run's Context or a frozen dataclass an earlier step returned (the file checks' thread, FileWork, the one object
+    that changes as it runs), and every step returns such a product, STOP or nothing."""
+    import dataclasses
+    import typing
+
+    steps = (gate_module.outputs_and_input, gate_module.wheel_read, gate_module.files_only_elsewhere,
+             gate_module.wheel_said, gate_module.files_checked, gate_module.environment_built,
+             gate_module.environment_probed, gate_module.child_run)
+    called = {name for name in gate_module.steps.__code__.co_names}
+    assert {step.__name__ for step in steps} <= called
+
+    def frozen(kind) -> bool:
+        return dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen
+
+    for step in steps:
+        hints = typing.get_type_hints(step)
+        returned = hints.pop("return")
+        for name, kind in hints.items():
+            assert frozen(kind) or kind is gate_module.FileWork or kind is str, (step.__name__, name, kind)
+        for kind in typing.get_args(returned) or (returned,):
+            assert kind is type(None) or frozen(kind) or kind in (gate_module.FileWork, gate_module.owned.Owned), (
+                step.__name__, kind)
