@@ -59,6 +59,8 @@ def _read(environ: dict[str, str], name: str) -> object:
     except json.JSONDecodeError as exc:
         raise Refused(f"input {INPUTS[name]} is not JSON ({exc.msg} at character {exc.pos}): {text[:80]!r}; "
                       f"give JSON such as {EXAMPLES[name]}") from None
+    except RecursionError:  # nested deeper than the parser recurses (issue 48: it was a traceback)
+        raise Refused(f"input {INPUTS[name]} is nested too deep: {text[:80]!r}; give JSON such as {EXAMPLES[name]}") from None
 
 
 def _row_names(value: object, name: str) -> None:

@@ -8,14 +8,15 @@ once, and printed as one ``ERROR`` line with exit code 2; a wheel that fails the
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
 import threading
 from typing import Callable
 
-from smoke import console, options, paths
-from smoke.errors import GateError, Interrupted, MissingTool
+from smoke import console, markup, options, paths
+from smoke.errors import EXIT_CANNOT_RUN, GateError, Interrupted, MissingTool
 from smoke.rows import RELEASE_ROWS, ROWS
 
 
@@ -72,12 +73,29 @@ def _raise_interrupted(signum, _frame):
     raise Interrupted(signum)
 
 
+def machine_words(exc: OSError) -> str:
+    """An OSError no stage turned into its own line: what failed, on which path, and what to do."""
+    name = markup.plain(str(exc.filename))[:200] if exc.filename else None
+    fix = ("shorten that path or name" if exc.errno == errno.ENAMETOOLONG else
+           "free space there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+           "make it readable and writable" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else
+           "see to that path" if name else "see to the machine")
+    return f"{exc.strerror or exc}{f' ({name!r})' if name else ''}: the machine refused it, not the wheel: {fix}, then run again"
+
+
 def _at_the_edge(work: Callable[[], int]) -> int:
     """Run a command; an error that means it could not run is one ERROR line and exit 2.
 
     SIGINT (Ctrl-C) and SIGTERM end the run where it is: what it started is ended on the way
     out (``gate.run_child``), and the exit code is 128 + the signal, 130 or 143, as a shell's.
     """
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # the folder it was started from was removed: every relative path, and .gate, is nowhere
+        where = os.environ.get("PWD")
+        console.error(f"the folder this command runs from{f' ({where})' if where else ''} no longer exists: cd to a folder "
+                      "that does, then run again")
+        return EXIT_CANNOT_RUN
     # Signal handlers can be set only in the main thread; whatever was there is put back after.
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM)
@@ -95,6 +113,9 @@ def _at_the_edge(work: Callable[[], int]) -> int:
                if paths.CHECKOUT else f"install the gate there again with its requirements (python -m pip install {SCRIPT})")
         console.error(f"the gate's own tool {exc.name.split('.')[0]!r} is not installed in {sys.executable}: {how}")
         return MissingTool.return_code
+    except OSError as exc:  # the machine refused something outside any stage's own net: one line, never a traceback
+        console.error(machine_words(exc))
+        return EXIT_CANNOT_RUN
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         print(f"INTERRUPTED by {signal.Signals(signum).name}: the run was stopped, every process it started "

@@ -18,7 +18,13 @@ INVOKED_FROM = "GATE_INVOKED_FROM"
 
 
 def invoked_from() -> Path:
-    return Path(os.environ.get(INVOKED_FROM) or os.getcwd())
+    given = os.environ.get(INVOKED_FROM)
+    if given:
+        return Path(given)
+    try:
+        return Path(os.getcwd())
+    except FileNotFoundError:  # the folder was removed; the command's edge (smoke.cli) refuses to run there, saying so
+        return Path(os.environ.get("PWD") or os.sep)
 
 
 def checkout_of(package: Path) -> Path | None:

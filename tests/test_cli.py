@@ -501,3 +501,30 @@ def test_the_installed_command_names_itself_and_every_command(tmp_path, args, sh
     assert proc.returncode == 0, proc.stderr
     for line in shown:
         assert line in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("args", [["inspect", "WHEEL"], ["--help"], ["cpu_x86_64", "WHEEL"]])
+def test_a_command_run_from_a_folder_that_was_removed_is_one_error_line(tmp_path, slim_x86_64, args):
+    """Issue 48: run from a deleted folder, `inspect` (and the installed command's --help) ended in a
+    FileNotFoundError traceback, exit 1 (a failed wheel's code)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    argv = " ".join(str(slim_x86_64) if arg == "WHEEL" else arg for arg in args)
+    proc = subprocess.run(["bash", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m smoke {argv}'],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr == f"ERROR the folder this command runs from ({gone}) no longer exists: cd to a folder that does, then run again\n"
+
+
+def test_an_os_error_no_stage_caught_is_one_line_naming_the_path_and_the_fix(capsys):
+    import errno
+
+    from smoke import cli
+
+    def work() -> int:
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), "/w/" + "r" * 300)
+
+    assert cli._at_the_edge(work) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ERROR File name too long ('/w/{'r' * 197}'): the machine refused it, not the wheel: shorten that "
+                   f"path or name, then run again\n")

@@ -344,3 +344,10 @@ def test_the_readmes_and_adopting_pages_calls_are_linted_clean_with_the_workflow
             path = caller(folder, "./.github/workflows/release-gate.yml", call["with"])
             proc = lint(actionlint, path, cwd=folder)
             assert proc.returncode == 0, page + ": " + proc.stdout + proc.stderr
+
+
+def test_an_input_nested_too_deep_is_one_error_line(tmp_path):
+    """Issue 48: ROWS nested 3000 deep was a RecursionError traceback."""
+    proc, output = gate_matrix(tmp_path, ROWS="[" * 3000 + "]" * 3000)
+    assert proc.returncode == 2 and proc.stderr.startswith("ERROR input rows is nested too deep: '[[[") and proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr and not output.exists()

@@ -13,11 +13,14 @@ Read from pytorch/test-infra at commit 61a77570f45416dc425c17d4a648376541a84732:
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from smoke import markup
 from smoke.errors import GateError, WrongPlatform
 from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS
 from smoke.readers.wheel import normal_machine
@@ -121,6 +124,12 @@ def build_job(environ: Mapping[str, str], workspace: Path, dist: Path | None) ->
 
 def the_wheel(dist: Path) -> Path:
     """The one wheel the build left in ``dist`` (test-infra's Smoke Test step installs ``$(ls dist/)``: one file)."""
+    try:
+        os.stat(dist)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):  # too long a name (REPOSITORY of 300 bytes), unreadable
+            raise NotABuildJob(f"no wheel to gate: the wheel folder {markup.plain(str(dist))[:200]!r} cannot be read "
+                               f"({exc.strerror or exc}): set REPOSITORY to the build's repository folder, or pass --dist DIR") from None
     if not dist.is_dir():
         raise NotABuildJob(f"no wheel to gate: {str(dist)!r} is not a folder (test-infra's build job leaves its wheel in "
                            "$REPOSITORY/dist: run smoke-test as its smoke-test-script, after the build), or pass --dist DIR")

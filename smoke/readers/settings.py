@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,45 @@ WAIVER_KEYS = ("check", "match", "reason", "until")
 
 
 class PolicyError(GateError):
+    pass
+
+
+# The most of a policy file the gate reads: docs/examples' policies are under 1 kB; a file of a megabyte is not one.
+MAX_POLICY_BYTES = 1 << 20
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str | None:
+    return None if stat.S_ISREG(mode) else next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _policy_bytes(path: Path, where: str, fix: str) -> bytes:
+    """At most ``MAX_POLICY_BYTES`` of a regular file; a FIFO or a device (/dev/zero) is refused before it is read,
+    and never opened in a way that waits (issue 48: a FIFO hung the gate, /dev/zero ended in a MemoryError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # an OSError is the caller's
+    try:
+        if (kind := _kind(os.fstat(fd).st_mode)) is not None:
+            raise PolicyError(f"{where} is {kind}, not a TOML file; {fix}")
+        data = os.read(fd, MAX_POLICY_BYTES + 1)
+        while len(data) <= MAX_POLICY_BYTES and (more := os.read(fd, MAX_POLICY_BYTES + 1 - len(data))):
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"{where} is over {MAX_POLICY_BYTES} B, larger than any policy; {fix}")
+    return data
+
+
+def _toml(raw: bytes) -> dict[str, Any]:
+    """TOML; nesting deeper than the parser's recursion is refused as not TOML (issue 48: it was a traceback)."""
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise NotToml("nested too deep") from None
+
+
+class NotToml(ValueError):
     pass
 
 
@@ -152,22 +193,23 @@ def read(policy_file: Path | None, folder: Path) -> tuple[dict[str, Any], str | 
     """The policy's table and where it was read (None: no policy given, the defaults hold)."""
     if policy_file is not None:
         try:
-            data = tomllib.loads(policy_file.read_text(encoding="utf-8"))
+            data = _toml(_policy_bytes(policy_file, f"--policy {str(policy_file)!r}", "pass the policy's TOML file"))
         except OSError as exc:
             raise PolicyError(f"--policy {str(policy_file)!r}: {exc.strerror or exc}; pass an existing TOML file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, NotToml) as exc:
             raise PolicyError(f"--policy {str(policy_file)!r} is not TOML ({exc}); fix the file") from None
         where = f"--policy {str(policy_file)!r}"
         table = data.get("tool", {}).get(TABLE, data) if isinstance(data.get("tool"), dict) else data
     else:
         pyproject = folder / "pyproject.toml"
         try:
-            raw = pyproject.read_bytes()
+            raw = _policy_bytes(pyproject, str(pyproject), "the gate reads its policy there: make it the project's TOML "
+                                                           "file, or run the gate from another folder")
         except OSError:
             return {}, None
         try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            data = _toml(raw)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, NotToml) as exc:
             # Somebody else's file is not the gate's to judge, unless it holds the gate's table: a policy that cannot
             # be read is one ERROR, never the defaults in silence (issue 48).
             if _HOLDS_TABLE.search(raw.decode("utf-8", "replace")) is None:

@@ -27,13 +27,18 @@ _SEGMENT_OFFSET = 0
 _SEGMENT_SIZE = 1
 
 
+# What each identifier the gate reads names (program.fbs, flat_tensor.fbs, XNNPACK's schema.fbs), and what to do.
+_PASS_ONE = "pass a .pte or .ptd that ExecuTorch's exporter wrote"
+_IDENTIFIED = {b"ET12": ("an ExecuTorch program (.pte)", _PASS_ONE), b"FT01": ("an ExecuTorch data file (.ptd)", _PASS_ONE),
+               b"XN01": ("an XNNPACK graph", "the program's XNNPACK payload is damaged: export it again")}
+
+
 def root(data: bytes, identifier: bytes, path: str) -> Table:
     if len(data) < 8:
         raise ArtifactError(f"{path!r} is {len(data)} B, too short for a FlatBuffer")
     if data[4:8] != identifier:
-        raise ArtifactError(
-            f"{path!r} has file identifier {bytes(data[4:8])!r}, expected {identifier!r}"
-        )
+        what, fix = _IDENTIFIED.get(identifier, (f"a FlatBuffer of {identifier!r}", "pass one"))
+        raise ArtifactError(f"{path!r} has file identifier {bytes(data[4:8])!r}, expected {identifier!r}: it is not {what}; {fix}")
     (root,) = struct.unpack_from("<I", data, 0)
     if root + 4 > len(data):
         raise ArtifactError(f"{path!r}: root table offset {root} points past the end ({len(data)} B)")

@@ -196,7 +196,8 @@ def test_a_truncated_real_file_is_one_error(tmp_path, source, cut, text):
 
 
 @pytest.mark.parametrize(("name", "data", "text"), [
-    ("image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64), "has file identifier b'\\r\\n\\x1a\\n', expected b'ET12'"),
+    ("image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64), "has file identifier b'\\r\\n\\x1a\\n', expected b'ET12': it is not an "
+                                                                   "ExecuTorch program (.pte); pass a .pte or .ptd that ExecuTorch's exporter wrote"),
     ("empty.pte", b"", "is 0 B, too short for a FlatBuffer"),
     ("empty.ptd", b"", "is 0 B, too short for a FlatBuffer"),
 ])

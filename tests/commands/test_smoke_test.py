@@ -156,6 +156,13 @@ def test_no_dist_folder_is_one_error_line(tmp_path):
         "$REPOSITORY/dist: run smoke-test as its smoke-test-script, after the build), or pass --dist DIR")
 
 
+def test_a_repository_name_too_long_for_a_path_is_one_error_line(tmp_path):
+    """Issue 48: a 300-byte REPOSITORY made a path the kernel refuses (ENAMETOOLONG): a traceback, exit 1."""
+    line = refused(smoke_test(tmp_path, **{**JOB, "REPOSITORY": "r" * 300}))
+    assert line.startswith(f"ERROR no wheel to gate: the wheel folder '{tmp_path}/rrrr") and line.endswith(
+        "cannot be read (File name too long): set REPOSITORY to the build's repository folder, or pass --dist DIR"), line
+
+
 def test_two_wheels_are_refused_naming_both(tmp_path):
     dist = tmp_path / "dist"
     dist.mkdir()

@@ -261,3 +261,52 @@ def test_a_pyproject_holding_the_gate_s_table_that_is_not_toml_is_one_error_line
     (project / "pyproject.toml").write_text('[project]\nname = "x"\nversion = \n')
     proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", cwd=project)
     assert proc.returncode == 1 and "policy: torch is declared (the default for a release version, 1.5.1)" in proc.stdout
+
+
+def _inspect_at_once(wheel, *args, cwd=None):
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "smoke", "inspect", str(wheel), "--row", "cpu_x86_64", *map(str, args)],
+                          capture_output=True, text=True, timeout=60, cwd=cwd or REPO, env=env)
+
+
+DEEP = "[" * 3000 + "]" * 3000
+
+
+@pytest.mark.parametrize(("kind", "error"), [
+    ("fifo", "is a FIFO, not a TOML file; pass the policy's TOML file"),
+    ("device", "is a character device, not a TOML file; pass the policy's TOML file"),
+    ("huge", "is over 1048576 B, larger than any policy; pass the policy's TOML file"),
+    ("deep", "is not TOML (nested too deep); fix the file"),
+])
+def test_a_policy_that_is_no_toml_file_is_one_error_line_at_once(slim_x86_64, tmp_path, kind, error):
+    """Issue 48: --policy naming a FIFO hung forever, /dev/zero ended in a MemoryError traceback, and a file nested
+    3000 deep in a RecursionError traceback with exit 1 (a failed wheel's code). Each is one ERROR, exit 2, at once."""
+    import os
+
+    policy = tmp_path / "policy.toml"
+    if kind == "fifo":
+        os.mkfifo(policy)
+    elif kind == "device":
+        policy = "/dev/zero"
+    elif kind == "huge":
+        policy.write_text("# " + "x" * (1 << 20) + "\n")
+    else:
+        policy.write_text(f"strict = {DEEP}\n")
+    proc = _inspect_at_once(slim_x86_64, "--policy", policy)
+    assert proc.returncode == 2 and proc.stderr == f"ERROR --policy {str(policy)!r} {error}\n", proc.stdout + proc.stderr
+
+
+def test_a_pyproject_nested_too_deep_is_one_error_line(slim_x86_64, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f"[tool.executorch-wheel-gate]\nstrict = {DEEP}\n")
+    proc = _inspect_at_once(slim_x86_64, cwd=project)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"ERROR {project / 'pyproject.toml'} holds [tool.executorch-wheel-gate] "
+                                                           "but is not TOML (nested too deep)"), proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1
