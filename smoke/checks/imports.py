@@ -29,8 +29,8 @@ from packaging.utils import canonicalize_name
 from smoke.checks.kinds import FileCheck
 from smoke.readers.native import kind_of
 from smoke.readers.pe import PE_HEAD_SIZE
-from smoke.readers.systems import ELF, MACHO, PE
-from smoke.readers.wheel import marker_environment, read_head, read_member
+from smoke.readers.systems import ELF, LINUX, MACHO, PE
+from smoke.readers.wheel import read_head, read_member, system_environment
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import FILE, Check
 
@@ -440,10 +440,10 @@ def chain(reached: dict[str, str], module: str) -> list[str]:
     return path[::-1]
 
 
-def covering(wheel: Wheel, machine: str) -> set[str]:
-    """The canonical names of the distributions the wheel declares for a Linux machine of this kind, an
+def covering(wheel: Wheel, machine: str, system: str = LINUX) -> set[str]:
+    """The canonical names of the distributions the wheel declares for a machine of this kind and system, an
     extra's included (an import its extra provides is optional)."""
-    env = marker_environment(machine, wheel)
+    env = system_environment(system, machine, wheel)
     names = set()
     for req in wheel.requires_dist:
         extras = set(re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", str(req.marker))) if req.marker else set()
@@ -493,7 +493,7 @@ def check_imports_declared(wheel: Wheel, row: Row, libraries: Libraries) -> Chec
     roots = [m for m in PUBLIC if m in sources]
     if not roots:
         return skipped(name, f"the wheel ships none of the public modules ({', '.join(PUBLIC)})")
-    facts = Facts(pythons(wheel), marker_environment(row.machine, wheel))
+    facts = Facts(pythons(wheel), system_environment(row.system, row.machine, wheel))
     with zipfile.ZipFile(wheel.path) as archive:
         sizes = {info.filename: info.file_size for info in archive.infolist()}
 
@@ -504,7 +504,7 @@ def check_imports_declared(wheel: Wheel, row: Row, libraries: Libraries) -> Chec
 
         own = own_packages(sizes, read, lambda member: kind_of(member, read_head(archive, member, wheel.filename, PE_HEAD_SIZE)))
         third, reached, broken, optional = scan(sources, read, own, roots, facts)
-    declared = covering(wheel, row.machine)
+    declared = covering(wheel, row.machine, row.system)
     ways = through(declared)
     indirect = {f.top: ways[distribution(f.top)] for f in third.values()
                 if not covered(f.top, declared) and distribution(f.top) in ways}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from smoke.checks import installed, shipped
+from smoke.checks import imports, installed, shipped
 from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.readers import elf, native
 from smoke.readers.systems import MACHO, MACOS
@@ -266,5 +266,5 @@ RUNPATH = Check("library RUNPATH", FILE, 20, check_rpaths)
 RESOLVE = Check("libraries resolve", FILE, 21, check_dylibs_resolve)
 CHECKS: tuple[FileCheck, ...] = (PLATFORM_TAG, ARCHITECTURE, RUNPATH, RESOLVE)
 # The macOS wheel's own checks, as every system's (smoke.checks.linux): its files, its installed environment.
-FILE_CHECKS: tuple[FileCheck, ...] = (*CHECKS, shipped.RECORD)
+FILE_CHECKS: tuple[FileCheck, ...] = (*CHECKS, *imports.CHECKS, shipped.RECORD)
 ENVIRONMENT_CHECKS: tuple[EnvironmentCheck, ...] = installed.CHECKS

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, cast
 from delvewheel import _dll_list as dll_list
 from packaging.utils import canonicalize_name
 
-from smoke.checks import installed, shipped
+from smoke.checks import imports, installed, shipped
 from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.readers import native
 from smoke.readers.systems import WINDOWS, of_platform
-from smoke.readers.wheel import marker_environment, read_member
+from smoke.readers.wheel import read_member, system_environment
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
 
@@ -80,7 +80,7 @@ def system_dll(name: str, machine: str) -> str | None:
 
 
 def _declares_torch(wheel: Wheel, machine: str) -> bool:
-    env = marker_environment("AMD64" if machine == "amd64" else machine.upper(), wheel, WINDOWS)
+    env = system_environment(WINDOWS, machine, wheel)
     return "torch" in wheel.user_supplied or any(
         canonicalize_name(r.name) == "torch" and (r.marker is None or r.marker.evaluate(env)) for r in wheel.requires_dist)
 
@@ -251,5 +251,5 @@ ARCHITECTURE = Check("architecture", FILE, 6, check_architecture)
 RESOLVE = Check("libraries resolve", FILE, 21, check_dlls_resolve)
 CHECKS: tuple[FileCheck, ...] = (ARCHITECTURE, RESOLVE)
 # The Windows wheel's own checks, as every system's (smoke.checks.linux): its files, its installed environment.
-FILE_CHECKS: tuple[FileCheck, ...] = (*CHECKS, shipped.RECORD)
+FILE_CHECKS: tuple[FileCheck, ...] = (*CHECKS, *imports.CHECKS, shipped.RECORD)
 ENVIRONMENT_CHECKS: tuple[EnvironmentCheck, ...] = installed.CHECKS

@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from smoke import proc
 from smoke.errors import InvalidWheel, WrongPlatform
-from smoke.readers.systems import LINUX, SYSTEMS, of_platform
+from smoke.readers.systems import LINUX, SYSTEMS, WINDOWS, of_platform
 
 PROJECT = "executorch"
 
@@ -418,6 +418,14 @@ def marker_environment(machine: str, wheel: Wheel, system: str = LINUX) -> dict[
         env["python_version"] = f"{digits[0]}.{digits[1:]}"
         env["python_full_version"] = f"{digits[0]}.{digits[1:]}.0"
     return env
+
+
+def system_environment(system: str, machine: str, wheel: Wheel) -> dict[str, str]:
+    """``marker_environment`` of a row's system and machine, ``platform_machine`` spelled as that system's CPython
+    spells it (``platform.machine()``: AMD64 on Windows, where the tag says amd64)."""
+    if system == WINDOWS:
+        machine = "AMD64" if machine == "amd64" else machine.upper()
+    return marker_environment(machine, wheel, system)
 
 
 class Providers:

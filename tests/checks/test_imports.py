@@ -56,6 +56,34 @@ def test_1_5_1_imports_torch_without_declaring_it_and_passes_once_declared(wheel
                                               "torchgen", "typing_extensions"]
 
 
+def _torch_for(system: str):
+    def edit(text: str) -> str:
+        return text.replace("Requires-Dist: expecttest", f'Requires-Dist: torch>=2.13.0a0; platform_system == "{system}"\n'
+                                                         "Requires-Dist: expecttest", 1)
+    return edit
+
+
+def test_macos_and_windows_wheels_are_judged_too_with_their_own_markers(macos_1_5_1, tmp_path):
+    """Issue 48: imports declared never ran on macOS or Windows wheels, and no line said so (docs/checks.md says they
+    are judged by the same checks). PyPI's 1.5.1 for each imports torch undeclared, as on Linux: the inspect line FAILs
+    it. A torch declared for that system alone passes it, and one declared for the other system does not: each is
+    judged with its own system's markers (platform_system Darwin, Windows)."""
+    from tests.helpers import platform_wheel, smoke
+
+    wheels = {"cpu_macos_arm64": (macos_1_5_1, "Darwin", "Windows"),
+              "cpu_windows_x86_64": (platform_wheel("win_amd64", "1.5.1"), "Windows", "Darwin")}
+    for row, (wheel, own, other) in wheels.items():
+        lines = [line for line in smoke("inspect", wheel).stdout.splitlines() if line.startswith(("PASS imports declared",
+                                                                                                  "FAIL imports declared"))]
+        assert len(lines) == 1 and lines[0].startswith("FAIL imports declared: 1 third-party module imported when the package "
+                                                       "is imported, not in Requires-Dist: torch (imported by "
+                                                       "executorch/exir/__init__.py line 30"), (row, lines)
+        for system, status in ((own, Status.PASS), (other, Status.FAIL)):
+            edited = rewrite_wheel(wheel, tmp_path / f"{row}-{system}", metadata=_torch_for(system))
+            result = imports.check_imports_declared(read_wheel(edited), ROWS[row], None)
+            assert result.status is status, (row, system, result.line())
+
+
 @pytest.mark.parametrize("drop", ["torchao", "tabulate", "ruamel.yaml"])
 def test_a_requirement_taken_out_fails_naming_the_import(declared_x86_64, tmp_path, drop):
     # executorch#22180: torchao imported by the package, not declared.
