@@ -12,6 +12,7 @@ lowering for Windows from any host. It is expected beside ``libaoti_cuda_shims.s
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
 # A Windows import library shipped on purpose -> the library whose presence makes it so (see above).
 # (data, with its upstream source, in smoke/readers/releases.json: shipped_on_purpose)
 SHIPPED_WITH = releases.shipped_on_purpose()
+
+
+# A Python extension module, by the suffixes CPython's importer takes on each system (importlib.machinery.
+# EXTENSION_SUFFIXES: ``.cpython-311-x86_64-linux-gnu.so``, ``.cpython-311-darwin.so``, ``.abi3.so``, ``.cp311-win_amd64.pyd``,
+# ``.pyd``). One of another system's format is imported where the tag says, and cannot be: not a stray file (a WARN
+# above) but a module that fails to import (issue 48: a Linux build retagged for macOS or Windows passed).
+_EXTENSION = re.compile(r"\.(cpython-[^/.]+|abi3)\.so$|\.pyd$", re.IGNORECASE)
+
+
+def other_extensions(binaries: native.Binaries, own: str) -> list[str]:
+    """The wheel's extension modules whose first bytes are another system's native format than ``own``."""
+    return sorted(name for name, kind in binaries.kinds.items() if kind != own and _EXTENSION.search(name))
 
 
 def expected(binaries: native.Binaries, files) -> list[str]:

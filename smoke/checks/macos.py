@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from smoke.checks import imports, installed, shipped
+from smoke.checks import foreign, imports, installed, shipped
 from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.readers import elf, native
 from smoke.readers.systems import MACHO, MACOS
@@ -104,7 +104,11 @@ def check_architecture(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
         if member.lower().endswith((".dylib", ".so")) and binaries.kinds.get(member) != MACHO \
                 and not any(member in u for u in binaries.unreadable) and binaries.kinds.get(member) is None:
             problems.append(f"{member} is named as a library but is not Mach-O (a Git LFS pointer?)")
-    measured = {"wanted": wanted, "found": sorted({a for f in binaries.machos for a in f.architectures})}
+    if others := foreign.other_extensions(binaries, MACHO):
+        problems.append(f"{len(others)} extension modules are not Mach-O ({', '.join(others[:2])}"
+                        f"{', ...' if len(others) > 2 else ''}: {binaries.kinds[others[0]]}): macOS cannot import them; "
+                        f"build the wheel on macOS for this tag")
+    measured = {"wanted": wanted, "found": sorted({a for f in binaries.machos for a in f.architectures}), "not_macho": others}
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, cast
 from delvewheel import _dll_list as dll_list
 from packaging.utils import canonicalize_name
 
-from smoke.checks import imports, installed, shipped
+from smoke.checks import foreign, imports, installed, shipped
 from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.readers import native
-from smoke.readers.systems import WINDOWS, of_platform
+from smoke.readers.systems import PE, WINDOWS, of_platform
 from smoke.readers.wheel import read_member, system_environment
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import FILE, Check
@@ -63,7 +63,11 @@ def check_architecture(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
     for member in binaries.named_native:
         if member.lower().endswith((".pyd", ".dll")) and binaries.kinds.get(member) is None:
             problems.append(f"{member} is named as a DLL but is not PE (a Git LFS pointer?)")
-    measured = {"files": len(binaries.pes), "found": sorted({f.machine for f in binaries.pes})}
+    if others := foreign.other_extensions(binaries, PE):
+        problems.append(f"{len(others)} extension modules are not PE ({', '.join(others[:2])}"
+                        f"{', ...' if len(others) > 2 else ''}: {binaries.kinds[others[0]]}): Windows cannot import them; "
+                        f"build the wheel on Windows for this tag")
+    measured = {"files": len(binaries.pes), "found": sorted({f.machine for f in binaries.pes}), "not_pe": others}
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)

@@ -73,3 +73,18 @@ def test_the_windows_import_library_beside_the_cuda_delegate_is_shipped_on_purpo
     alone = make_cuda_wheel(slim_x86_64, tmp_path / "alone", parts=parts)
     result = check_foreign_files(alone, ROWS["cuda_x86_64"], None)
     assert result.status.value == "warn" and f"{IMPORT_LIBRARY} (a Windows library archive)" in result.reason
+
+
+@pytest.mark.parametrize(("platform", "row", "own"), [("win_amd64", "cpu_windows_x86_64", "PE"),
+                                                     ("macosx_14_0_arm64", "cpu_macos_arm64", "Mach-O")])
+def test_a_linux_build_retagged_for_macos_or_windows_fails_architecture(declared_slim, tmp_path, platform, row, own):
+    """Issue 48: PyPI's 1.5.1 retagged cp311-cp311-win_amd64 PASSed cpu_windows_x86_64, and retagged for macOS PASSed
+    inspect: foreign files is a WARN (a stray file costs the download), and architecture counted '0 PE files'. Its
+    extension modules are Linux ELF files the tag's system imports, and cannot: a FAIL naming them."""
+    wheel = rewrite_wheel(declared_slim, tmp_path, new_name=declared_slim.name.replace("manylinux_2_28_x86_64", platform))
+    proc = smoke("inspect", wheel)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failing = [line for line in proc.stdout.splitlines() if line.startswith("FAIL architecture: ")]
+    assert len(failing) == 1 and f"extension modules are not {own} (executorch/" in failing[0], proc.stdout
+    assert f": ELF): {'Windows' if own == 'PE' else 'macOS'} cannot import them; build the wheel on " in failing[0]
+    assert f"inspect-{row}: FAILED" in proc.stdout
