@@ -8,6 +8,17 @@ record it could write first (issue 37). No executorch release ships any.
 - An executed ``.pth`` line, a ``sitecustomize`` or ``usercustomize`` module, or a ``.pth`` folder holding one of the
   wheel's: FAIL, named, the line quoted.
 - A ``.pth`` that only adds folders to ``sys.path``: WARN (no code runs, but every program searches them).
+
+The routes are ``site``'s own (CPython's Lib/site.py; line numbers of 3.11.7, the same rules through 3.14):
+``main`` (584-611) calls ``addsitedir`` for each site-packages folder, then ``execsitecustomize`` and
+``execusercustomize``; ``addsitedir`` (207-229) reads every name ending ``.pth`` in the folder, sorted; ``addpackage``
+(160-204) ``exec``s each line that starts with ``"import "`` or ``"import\\t"`` (``executed_lines``) and appends any other
+non-comment line to ``sys.path`` as a folder where it exists; ``execsitecustomize`` (544) and ``execusercustomize``
+(564) ``import sitecustomize`` / ``usercustomize`` from wherever ``sys.path`` finds it, site-packages or a folder a
+``.pth`` added. What of a wheel lands in site-packages is the install schemes' (the wheel spec; pip's
+``get_scheme``): its root and ``.data/purelib``, ``.data/platlib``, and ``.data/data`` under the prefix, whose
+``lib/pythonX.Y/site-packages`` (``Lib/site-packages`` on Windows) is site-packages itself (``site_path``); the
+``scripts`` and ``headers`` schemes land elsewhere and run at no start-up.
 """
 
 from __future__ import annotations
