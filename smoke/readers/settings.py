@@ -143,9 +143,16 @@ class Waivers:
                     expired.setdefault(number, waiver)
         if not in_force and not expired:
             return result
+        # Each finding recorded as its own item (the JSON report's measured.findings): what it names, and the waiver that
+        # accepts it (in force or expired), or none.
+        recorded = [{"finding": finding, "waiver": in_force[n].to_json() if n in in_force else None,
+                     "expired_waiver": expired[n].to_json() if n in expired and n not in in_force else None}
+                    for n, finding in enumerate(findings)]
+        measured = {**result.measured, "findings": recorded}
         if len(in_force) == len(findings):
             waiver = in_force[0]
-            return dataclasses.replace(result, status=Status.WAIVED, waiver={**waiver.to_json(), "was": result.status.value})
+            return dataclasses.replace(result, status=Status.WAIVED, waiver={**waiver.to_json(), "was": result.status.value},
+                                       measured=measured)
         said = result.reason
         stale = [waiver for number, waiver in expired.items() if number not in in_force]
         if stale:
@@ -155,7 +162,7 @@ class Waivers:
         if left:
             shown = "; ".join(left[:3]) + (f" (and {len(left) - 3} more)" if len(left) > 3 else "")
             said += (f" (not waived: {len(left)} of its {len(findings)} findings no waiver accepts: {shown})")
-        return dataclasses.replace(result, reason=said)
+        return dataclasses.replace(result, reason=said, measured=measured)
 
     def unmatched(self) -> list[Waiver]:
         return [w for i, w in enumerate(self.waivers) if i not in self.used]

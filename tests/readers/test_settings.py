@@ -227,11 +227,18 @@ def test_a_new_finding_of_a_waived_check_is_not_waived_with_the_known_ones(wheel
     policy = tmp_path / "policy.toml"
     policy.write_text(KNOWN_1_5_1)
     mutant = _with_a_library_needing_nowhere(wheel_x86_64, tmp_path, patchelf)
-    proc = nox("-s", "inspect", "--", str(mutant), "--row", "cpu_x86_64", "--policy", str(policy))
+    reports = tmp_path / "reports"
+    proc = nox("-s", "inspect", "--", str(mutant), "--row", "cpu_x86_64", "--policy", str(policy), "--report-dir", str(reports))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     fail = next(line for line in proc.stdout.splitlines() if line.startswith("FAIL libraries resolve: "))
     assert "(not waived: 1 of its 6 findings no waiver accepts: executorch/lib/libnew_thing.so needs libnowhere.so" in fail
     assert "inspect-cpu_x86_64: FAILED: 10 passed, 1 failed, 0 skipped, 1 waived in " in proc.stdout
+    # each finding its own item in the JSON report, with the waiver that accepts it or none
+    checks = json.loads((reports / "inspect-cpu_x86_64.json").read_text())["checks"]
+    findings = next(c for c in checks if c["name"] == "libraries resolve")["measured"]["findings"]
+    unwaived = [f["finding"] for f in findings if f["waiver"] is None]
+    assert len(findings) == 6 and len(unwaived) == 1 and unwaived[0].startswith("executorch/lib/libnew_thing.so needs libnowhere.so")
+    assert all(f["waiver"]["match"] == TORCH_FINDINGS and TORCH_FINDINGS in f["finding"] for f in findings if f["waiver"])
 
 
 def test_an_expired_waiver_listed_first_does_not_shadow_one_in_force(tmp_path):
