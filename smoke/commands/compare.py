@@ -288,9 +288,10 @@ def runtime_drift(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
                               for v in (_measured(old, name).get(key), _measured(new, name).get(key)))
         sizes.append({"artifact": label, "old": old_size, "new": new_size, "ratio": _ratio(old_size, new_size)})
 
-    def phases(run: dict[str, Any]) -> dict[Any, float | None]:  # keyed by each phase's name, as recorded
+    def phases(run: dict[str, Any]) -> dict[str, float | None]:  # keyed by each phase's name; a name that is no text is none
         found = run.get("phases") if isinstance(run, dict) else None
-        return {p.get("name"): _number(p.get("seconds")) for p in found if isinstance(p, dict)} if isinstance(found, list) else {}
+        return {p["name"]: _number(p.get("seconds")) for p in found
+                if isinstance(p, dict) and isinstance(p.get("name"), str)} if isinstance(found, list) else {}
 
     old_times, new_times = phases(old), phases(new)
     times = [{"phase": name, "old": old_times.get(name), "new": new_times.get(name),

@@ -468,6 +468,12 @@ def test_any_report_content_gives_a_runtime_drift_and_never_raises(old, new):
     _judge_any(old, new)
 
 
+def test_a_phase_whose_name_is_not_text_is_left_out_not_a_traceback():
+    """Found by the thousands below under xdist (2026-12-06): a phase named by a list raised TypeError (unhashable)."""
+    drift, _found = _judge_any({}, {"run with data file (weighted)": {}, "phases": [{"name": []}, {"name": "export (weighted)", "seconds": 1.5}]})
+    assert [t for t in drift["times"] if t["new"] is not None] == [{"phase": "export (weighted)", "old": None, "new": 1.5, "ratio": None}]
+
+
 @settings(max_examples=300, deadline=None)
 @given(values=outputs)
 def test_outputs_against_themselves_never_drift(values):
