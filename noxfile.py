@@ -11,9 +11,11 @@ built; ``smoke.environment.build`` then builds the isolated one. Options: ``--he
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -105,17 +107,58 @@ def _names_paths(args: list[str]) -> bool:
     return any(not arg.startswith("-") and Path(arg.split("::", 1)[0]).exists() for arg in args)
 
 
-@nox.session(python="3.11")
+def _tree_bytes(folder: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _install_said(session: nox.Session, requirements: str) -> None:
+    """Install the requirements, then say what was installed, from where, how much and how long it took (pip's
+    --report): the first time it fetches torch and executorch, gigabytes; later, nothing."""
+    report = Path(session.create_tmp()) / "pip-install-report.json"
+    location = Path(session.virtualenv.location)
+    before, start = _tree_bytes(location), time.monotonic()
+    session.install("-r", requirements, "--report", str(report))
+    seconds, grown = time.monotonic() - start, _tree_bytes(location) - before
+    installed = json.loads(report.read_text(encoding="utf-8")).get("install", []) if report.is_file() else []
+    remote = sorted(f"{item['metadata']['name']} {item['metadata']['version']}" for item in installed
+                    if str(item.get("download_info", {}).get("url", "")).startswith(("http://", "https://")))
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
+    session.log(f"the tests' environment ({location}): {count(len(installed), 'package')} installed, {len(remote)} of them "
+                f"from a package index over the network (pip's cache serves those it holds)"
+                f"{': ' + ', '.join(remote) if remote else ''}; {max(grown, 0) / 1e6:.0f} MB added, in {seconds:.0f} s")
+
+
+def _chooses_workers(args: list[str]) -> bool:
+    """Whether the arguments say how pytest-xdist runs (-n, --numprocesses, --dist) or turn it off (-p no:xdist)."""
+    return any(arg in ("-n", "--numprocesses", "--dist") or arg.startswith(("-n", "--numprocesses=", "--dist=", "-pno:xdist"))
+               or (arg == "no:xdist" and i and args[i - 1] == "-p") for i, arg in enumerate(args))
+
+
+@nox.session(python="3.11", reuse_venv=True)
 def tests(session: nox.Session) -> None:
     """The gate's own tests: the fast ones, then the integration runs (tests/integration); pytest --ignore=tests/integration -m 'not slow' for the fast ones alone."""
-    session.install("-r", "requirements-test.txt")
-    args = list(session.posargs)
-    if _names_paths(args):  # the tests named, in one run
+    _install_said(session, "requirements-test.txt")
+    given = list(session.posargs)
+    args = given
+    if not _chooses_workers(given):
+        # Every core (pytest-xdist); the slow tests are handed out first (tests/conftest.py), a group's tests kept on one
+        # worker (xdist_group). -n 0 (or -p no:xdist) runs them in this process.
+        args = ["-n", "auto", "--dist", "loadgroup", *given]
+    if _names_paths(given):  # the tests named, in one run
         session.run("pytest", *args)
         return
     # Two runs, so that the fast tests report first; the integration runs go on after a fast test failed (CI runs
     # them all), and the session fails for either. Arguments that select a half's tests out (-m, -k) are no failure.
-    chosen = {"success_codes": [0, 5]} if args else {}
+    chosen = {"success_codes": [0, 5]} if given else {}
     try:
         session.run("pytest", f"--ignore={INTEGRATION}", *args, **chosen)
         fast = None

@@ -47,21 +47,36 @@ PYPI_RELEASE = "1.5.1"
 SCHEMA = json.loads((REPO / "docs" / "report-schema.json").read_text())
 
 
+def _download(pattern: str, pip_args: list[str]) -> Path:
+    """The file of the tests' cache that ``pattern`` names, downloaded once by ``pip download`` where there is none.
+    Under pytest-xdist two workers may want it at once: one downloads, under a lock, into a folder of its own, and the
+    file is renamed into the cache whole; the other waits and finds it."""
+    import fcntl
+    import tempfile
+
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    found = sorted(WHEEL_CACHE.glob(pattern))
+    if found:
+        return found[-1]
+    with open(WHEEL_CACHE / ".download.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(WHEEL_CACHE.glob(pattern))
+        if not found:
+            with tempfile.TemporaryDirectory(dir=WHEEL_CACHE, prefix=".download-") as folder:
+                subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", folder,
+                                *pip_args], check=True)
+                for made in Path(folder).glob("*.whl"):
+                    os.replace(made, WHEEL_CACHE / made.name)
+            found = sorted(WHEEL_CACHE.glob(pattern))
+    return found[-1]
+
+
 def pypi_wheel(machine: str, release: str = PYPI_RELEASE, python: str = "3.11") -> Path:
     """PyPI's executorch wheel for this machine kind and CPython, downloaded once (the file only)."""
-    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
     tag = "cp" + python.replace(".", "")
-    pattern = f"executorch-{release}-{tag}-{tag}-manylinux_*_{machine}.whl"
-    found = sorted(WHEEL_CACHE.glob(pattern))
-    if not found:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", python,
-             "--implementation", "cp", "--platform", f"manylinux_2_28_{machine}", "-d", str(WHEEL_CACHE),
-             f"executorch=={release}"],
-            check=True,
-        )
-        found = sorted(WHEEL_CACHE.glob(pattern))
-    return found[-1]
+    return _download(f"executorch-{release}-{tag}-{tag}-manylinux_*_{machine}.whl",
+                     ["--python-version", python, "--implementation", "cp", "--platform", f"manylinux_2_28_{machine}",
+                      f"executorch=={release}"])
 
 
 RELEASE_TABLE = REPO / ".gate" / "release-table" / "wheels"  # .ci/release-table's downloads, where they are
@@ -271,11 +286,8 @@ def platform_wheel(platform: str, release: str) -> Path:
         found = sorted(folder.glob(f"executorch-{release}-cp311-cp311-{platform}.whl"))
         if found:
             return found[-1]
-    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-                    "3.11", "--implementation", "cp", "--platform", platform, "-d", str(WHEEL_CACHE),
-                    f"executorch=={release}"], check=True)
-    return sorted(WHEEL_CACHE.glob(f"executorch-{release}-cp311-cp311-{platform}.whl"))[-1]
+    return _download(f"executorch-{release}-cp311-cp311-{platform}.whl",
+                     ["--python-version", "3.11", "--implementation", "cp", "--platform", platform, f"executorch=={release}"])
 
 
 def smoke(*args) -> subprocess.CompletedProcess:

@@ -190,6 +190,7 @@ def _read_mutants(tmp_path, source: Path, examples: int) -> None:
 SOURCES = [PTE, PTD, CUDA_PTE, CUDA_PTD]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: f"{p.parent.parent.name}-{p.name}")
 def test_mutated_programs_and_data_files_are_read_or_refused_as_artifact_error(tmp_path, source):
     _read_mutants(tmp_path, source, 100)

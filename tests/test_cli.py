@@ -95,6 +95,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("row", "args", "message"), BAD_INPUT, ids=[m for _, _, m in BAD_INPUT])
 def test_bad_input_is_one_line_and_exit_2_and_leaves_nothing(wheel_x86_64, tmp_path, row, args, message):
     (tmp_path / "in").mkdir()
@@ -143,6 +144,7 @@ def users_folder(tmp_path) -> Path:
 
 # --- folders the gate did not make ----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--env-dir", "--workdir"])
 def test_a_users_folder_is_never_emptied(wheel_x86_64, tmp_path, option):
     folder = users_folder(tmp_path)
@@ -207,6 +209,7 @@ HOLD_REPORTS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "stem"), [(["cpu_x86_64"], "cpu_x86_64"), (["inspect", "--row", "cpu_x86_64"], "inspect-cpu_x86_64")])
 def test_a_second_run_writing_the_same_reports_is_refused_and_the_firsts_reports_stay(wheel_x86_64, tmp_path, command, stem):
     """A run holds its row's reports in --report-dir from its first step until it writes them: a second run of the row
@@ -328,6 +331,7 @@ WHEELS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("make", "text"), WHEELS, ids=[m.__name__ for m, _ in WHEELS])
 def test_a_hostile_wheel_is_one_line_quickly(slim_x86_64, tmp_path, make, text):
     wheel = make(tmp_path, slim_x86_64)
@@ -345,6 +349,7 @@ def test_an_unwritable_step_summary_is_one_line_before_any_work(wheel_x86_64, tm
     assert not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_an_index_token_is_never_printed(wheel_x86_64, tmp_path):
     """Issue 37: a --torch-index with credentials (unreachable here, so the build fails): the build's lines and its
     one ERROR line show the URL as pip does, the password masked; nothing holds the token."""
@@ -356,6 +361,7 @@ def test_an_index_token_is_never_printed(wheel_x86_64, tmp_path):
     assert "--extra-index-url https://user:****@127.0.0.1:9/simple" in proc.stderr and proc.stderr.startswith("ERROR ")
 
 
+@pytest.mark.slow
 def test_a_token_in_an_index_s_query_string_is_never_printed(tmp_path):
     """Issue 48: ``--wheel-index http://host/simple/?token=...`` was printed by the progress line, the ERROR line and
     uv's error; the user:password form was masked, the query's was not."""
@@ -446,6 +452,7 @@ def test_every_path_given_is_made_absolute_against_the_folder_the_caller_ran_fro
         assert cli.parser("cpu_x86_64").parse_args(["--python", "python3.11"]).python == "python3.11"  # a name: PATH's
 
 
+@pytest.mark.slow
 def test_a_relative_workdir_reaches_the_child_absolute(slim_x86_64, tmp_path, monkeypatch, capsys):
     """The child runs in the checkout (smoke.environment.follow), so the folder it is handed must not be relative to the
     caller's. The environment's interpreter is a script that writes where it ran and what it was handed."""

@@ -369,6 +369,7 @@ class Context:
         return self.request.getfixturevalue({"slim": "slim_x86_64"}.get(fixture, fixture))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("make", "check", "reason"), DEFECTS, ids=lambda v: v.__name__ if callable(v) else None)
 def test_every_defect_is_caught_by_its_check(make, check, reason, request, tmp_path, monkeypatch):
     result = make(Context(request, tmp_path, monkeypatch))
@@ -378,6 +379,7 @@ def test_every_defect_is_caught_by_its_check(make, check, reason, request, tmp_p
     assert reason in result.reason, result.reason
 
 
+@pytest.mark.slow
 def test_the_real_things_pass_the_same_checks(request, tmp_path, monkeypatch):
     """The controls: without the defect, the same checks pass (so each row above fails for its defect)."""
     ctx = Context(request, tmp_path, monkeypatch)

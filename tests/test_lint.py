@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO
 
 CHECKED = ("smoke", "tests", "noxfile.py", ".ci/device_mutants.py", ".ci/device_code_on_torch.py", ".ci/release-shape", ".ci/gate_matrix.py")
@@ -20,6 +22,7 @@ def test_ruff_finds_nothing():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_mypy_finds_nothing():
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -73,6 +76,7 @@ def untyped(run, options):
 """
 
 
+@pytest.mark.slow
 def test_mypy_holds_a_check_to_its_stage_s_signature_and_the_engine_to_strict_typing():
     checks = REPO / "smoke" / "checks" / "_wrong_stage_for_test.py"
     engine = REPO / "smoke" / "engine" / "_untyped_for_test.py"

@@ -159,6 +159,7 @@ def _kill(pid: int) -> None:  # a test that fails must not leave its sleeper beh
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ESCAPES.values(), ids=ESCAPES.keys())
 def test_a_grandchild_that_left_the_group_is_ended_at_the_time_limit(tmp_path, script):
     pid_file = tmp_path / "grandchild.pid"
@@ -185,6 +186,7 @@ def test_a_grandchild_left_running_by_a_child_that_exited_is_ended(tmp_path):
         _kill(grandchild)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", [SETSID, EXITS], ids=["at its time limit", "after it exits"])
 def test_a_command_run_to_its_end_leaves_nothing_running(tmp_path, script):
     pid_file = tmp_path / "grandchild.pid"
@@ -324,6 +326,7 @@ def _from_two_threads(first, second) -> list[BaseException]:
     return failures
 
 
+@pytest.mark.slow
 def test_commands_run_from_two_threads_at_once_never_end_each_other():
     """Before the fix, 39 of 210 runs ended with exit -15: a process one thread had just forked was the other's orphan."""
     def many(cmd, count):
@@ -366,6 +369,7 @@ def test_a_tree_s_orphan_is_not_ended_by_another_thread_s_command(tmp_path):
         proc.end(leader)
 
 
+@pytest.mark.slow
 def test_a_daemon_is_still_ended_while_another_thread_runs_commands(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     failures = _from_two_threads(lambda: proc.run([sys.executable, "-c", ORPHAN, str(pid_file)], what="probing", timeout=60),
@@ -427,6 +431,7 @@ def test_a_gate_killed_with_sigkill_leaves_no_tree_it_started_from_a_thread(tmp_
             gate.wait()
 
 
+@pytest.mark.slow
 def test_reading_pip_s_configuration_beside_another_thread_s_commands_is_never_ended(tmp_path):
     """The environment's build reads pip's configuration (``pip config list``) while the file checks' thread runs its
     commands (``cuobjdump`` on the CUDA rows). Started with a bare ``subprocess.run``, that process was no registered

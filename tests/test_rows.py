@@ -32,6 +32,7 @@ def renamed(wheel_path: Path, folder: Path, platform: str, **changes) -> Path:
     return rewrite_wheel(wheel_path, folder, new_name=wheel_path.name.replace("manylinux_2_28_x86_64", platform), **changes)
 
 
+@pytest.mark.slow
 def test_a_wheel_for_a_machine_no_row_has_is_one_error_line(declared_slim, tmp_path):
     proc = nox("-s", "inspect", "--", str(renamed(declared_slim, tmp_path, "manylinux_2_28_riscv64")))
     assert proc.returncode == 2, proc.stdout + proc.stderr

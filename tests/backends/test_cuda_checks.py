@@ -36,6 +36,7 @@ def cuobjdump():
 
 # --- the synthetic CUDA wheel passes every check -----------------------------------
 
+@pytest.mark.slow
 def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
     libraries = shipped.read_libraries(cuda_wheel)
     results = [kinds.run_file(c, cuda_wheel, CUDA_ROW, libraries) for c in pipeline.file_checks(CUDA_ROW)]
@@ -55,6 +56,7 @@ def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
 
 # --- CUDA build and CUDA libraries ------------------------------------------------------
 
+@pytest.mark.slow
 def test_pypi_cpu_build_fails_cuda_build_and_libraries(pypi):
     build = check(cuda_checks.check_cuda_build, pypi)
     assert build.status is Status.FAIL and "is a CPU build: version 1.5.1 has no +cuXXX local label" in build.reason
@@ -65,12 +67,14 @@ def test_pypi_cpu_build_fails_cuda_build_and_libraries(pypi):
             "(CUDA libraries it has: none)") in libraries.reason
 
 
+@pytest.mark.slow
 def test_a_cpu_label_is_not_a_cuda_build(slim_x86_64, tmp_path):
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cpu")
     result = check(cuda_checks.check_cuda_build, wheel)
     assert result.status is Status.FAIL and "(it is +cpu)" in result.reason
 
 
+@pytest.mark.slow
 def test_removing_the_shim_library_fails_cuda_libraries(slim_x86_64, cuda_wheel, tmp_path):
     parts = cuda_parts(slim_x86_64)
     del parts[SHIMS]
@@ -112,6 +116,7 @@ def test_pypi_declares_no_cuda_runtime(pypi):
     assert result.status is Status.FAIL and "names no nvidia-* CUDA runtime package for Linux x86_64" in result.reason
 
 
+@pytest.mark.slow
 def test_a_runtime_older_than_the_labels_minor_fails(slim_x86_64, tmp_path):
     # +cu132 needs 13.2 or later: a 13.0 or 13.1 runtime lacks what the build may call.
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cu132", requirement="nvidia-cuda-runtime<14,>=13")
@@ -121,6 +126,7 @@ def test_a_runtime_older_than_the_labels_minor_fails(slim_x86_64, tmp_path):
                              "bound it as >=13.2,<14")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("requirement", "status", "reason"),
     [
@@ -154,6 +160,7 @@ def test_cuda_runtime_declaration_table(slim_x86_64, tmp_path, requirement, stat
 
 # --- device code ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_device_code_single_architecture_library_fails(slim_x86_64, tmp_path, cuobjdump):
     parts = cuda_parts(slim_x86_64, shims=(DEVICE_CODE / "libsm90_only.so").read_bytes())
     result = check(cuda_checks.check_device_code, make_cuda_wheel(slim_x86_64, tmp_path, parts=parts))
@@ -169,18 +176,21 @@ def test_device_code_for_an_architecture_the_row_does_not_claim_fails(cuda_wheel
     assert "has machine code for sm_80, sm_86, sm_89, sm_100, which the row does not claim" in result.reason
 
 
+@pytest.mark.slow
 def test_device_code_for_a_train_with_no_list_fails(slim_x86_64, tmp_path, cuobjdump):
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, label="1.5.1+cu999", requirement="nvidia-cuda-runtime==99.0")
     result = check(cuda_checks.check_device_code, wheel)
     assert result.status is Status.FAIL and "has no architecture list for cu999: add one to smoke/backends/cuda.py" in result.reason
 
 
+@pytest.mark.slow
 def test_device_code_without_cuobjdump_fails_with_the_fix(cuda_wheel, monkeypatch):
     monkeypatch.setattr(devicecode, "find_cuobjdump", lambda *a: None)
     result = check(cuda_checks.check_device_code, cuda_wheel)
     assert result.status is Status.FAIL and "cuobjdump not found" in result.reason and "pip install nvidia-cuda-cuobjdump" in result.reason
 
 
+@pytest.mark.slow
 def test_device_code_in_no_library_fails(slim_x86_64, tmp_path, cuobjdump):
     # The shim layer without its fatbin: a CPU library under the right name.
     parts = cuda_parts(slim_x86_64)

@@ -51,6 +51,7 @@ def slim(wheel_x86_64, tmp_path_factory):
     return rewrite_wheel(wheel_x86_64, tmp_path_factory.mktemp("slim"), keep=keep)
 
 
+@pytest.mark.slow
 def test_a_library_shipped_under_two_names_fails_naming_both(slim, tmp_path):
     assert duplicates.check_duplicate_content(*_run(slim)[:1], ROW, _run(slim)[1]).status is Status.PASS  # the real one
     with zipfile.ZipFile(slim) as archive:
@@ -61,6 +62,7 @@ def test_a_library_shipped_under_two_names_fails_naming_both(slim, tmp_path):
                              f"same {len(data)} B (one file shipped 2 times); ship each once")
 
 
+@pytest.mark.slow
 def test_two_builds_of_one_library_share_a_soname_and_fail(slim, tmp_path, patchelf):
     with zipfile.ZipFile(slim) as archive:
         other = patched(archive.read("executorch/lib/libexecutorch_etdump.so"), tmp_path, patchelf, "--set-soname", "libexecutorch.so")
@@ -70,6 +72,7 @@ def test_two_builds_of_one_library_share_a_soname_and_fail(slim, tmp_path, patch
                              "are one library under 2 names (each has SONAME 'libexecutorch.so'); ship each once")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "status"), [(1_000_001, Status.WARN), (1_000_000, Status.PASS)])
 def test_a_large_data_file_twice_warns_and_a_small_one_does_not(slim, tmp_path, size, status):
     # Two copies of a file that is no library cost the download, not the wheel's working: a WARN (docs/checks.md).
@@ -92,6 +95,7 @@ def _threadpool() -> bytes:
     return _THREADPOOL_BYTES[0]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), min_size=1, max_size=24))
 def test_a_mutated_library_gives_a_soname_or_none_never_an_exception(changes):
@@ -131,6 +135,7 @@ def _openmp_runtime(tmp_path: Path, soname: str) -> bytes:
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a stand-in OpenMP runtime")
 
 
+@pytest.mark.slow
 @needs_cc
 def test_a_bundled_renamed_openmp_runtime_beside_torchs_fails(declared_slim, tmp_path, patchelf):
     """The optimized kernels linked against a libgomp bundled under auditwheel's kind of name: torch 2.14 ships its own
@@ -146,6 +151,7 @@ def test_a_bundled_renamed_openmp_runtime_beside_torchs_fails(declared_slim, tmp
         "runtimes in one process, each with its own threads and state (pytorch#149422); link torch's instead of bundling one")
 
 
+@pytest.mark.slow
 @needs_cc
 def test_a_library_that_defines_the_openmp_entry_points_is_a_runtime_whatever_its_name(declared_slim, tmp_path):
     runtime = _openmp_runtime(tmp_path, "libexecutorch_parallel.so")
@@ -157,6 +163,7 @@ def test_a_library_that_defines_the_openmp_entry_points_is_a_runtime_whatever_it
     assert result.measured["openmp_runtimes"] == {"executorch/lib/libexecutorch_parallel.so": "libexecutorch_parallel.so"}
 
 
+@pytest.mark.slow
 @needs_cc
 def test_an_openmp_runtime_under_torchs_own_name_is_the_one_the_loader_keeps(declared_slim, tmp_path):
     # torch's libtorch_cpu.so needs libgomp.so.1: a library already loaded under that SONAME is the one it gets, not a second
@@ -167,6 +174,7 @@ def test_an_openmp_runtime_under_torchs_own_name_is_the_one_the_loader_keeps(dec
     assert result.measured["torch_openmp_runtimes"] == ["torch/lib/libgomp.so.1"]
 
 
+@pytest.mark.slow
 @needs_cc
 def test_an_openmp_runtime_beside_a_torch_the_gate_has_not_read_is_judged_only_end_to_end(slim, tmp_path):
     from tests.helpers import make_cuda_wheel

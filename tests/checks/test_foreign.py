@@ -18,6 +18,7 @@ PORTABLE = "executorch/extension/pybindings/_portable_lib.cp311-win_amd64.pyd"
 # --- files of another platform, every row
 
 
+@pytest.mark.slow
 def test_the_windows_import_library_in_a_linux_wheel_warns_and_fails_only_when_strict():
     """executorch#22054's kind: PyPI's 1.4.1 for Linux aarch64 ships aoti_cuda_shims.lib, an MSVC import library. Nothing
     on Linux loads it: a warning, which fails the row only under --strict (docs/checks.md: severities)."""
@@ -31,6 +32,7 @@ def test_the_windows_import_library_in_a_linux_wheel_warns_and_fails_only_when_s
         "executorch/data/lib/aoti_cuda_shims.lib (a Windows library archive); leave them out of the Linux wheel")
 
 
+@pytest.mark.slow
 def test_a_dylib_or_dll_in_a_linux_wheel_and_an_elf_so_in_a_windows_wheel_warn(windows_1_0_0, macos_1_5_1, tmp_path):
     linux = pypi_wheel("x86_64")
     dylib = member(macos_1_5_1, "executorch/lib/libexecutorch.dylib")
@@ -51,6 +53,7 @@ def test_a_dylib_or_dll_in_a_linux_wheel_and_an_elf_so_in_a_windows_wheel_warn(w
         "executorch/extension/pybindings/_C.so (a Linux ELF file); leave them out of the Windows wheel")
 
 
+@pytest.mark.slow
 def test_no_public_linux_wheel_of_1_5_fails_foreign_files():
     for machine in ("x86_64", "aarch64"):
         proc = smoke("inspect", pypi_wheel(machine, "1.5.1"), "--row", f"cpu_{machine}")
@@ -60,6 +63,7 @@ def test_no_public_linux_wheel_of_1_5_fails_foreign_files():
 IMPORT_LIBRARY = "executorch/data/lib/aoti_cuda_shims.lib"
 
 
+@pytest.mark.slow
 def test_the_windows_import_library_beside_the_cuda_delegate_is_shipped_on_purpose(slim_x86_64, tmp_path):
     """main's setup.py ships aoti_cuda_shims.lib with the CUDA shims ("Lowering for Windows is a cross compile,
     so a Linux CUDA build needs it too"): the real one, from PyPI's 1.4.1, in a CUDA wheel passes and is named;
@@ -77,6 +81,7 @@ def test_the_windows_import_library_beside_the_cuda_delegate_is_shipped_on_purpo
     assert result.status.value == "warn" and f"{IMPORT_LIBRARY} (a Windows library archive)" in result.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("platform", "row", "own"), [("win_amd64", "cpu_windows_x86_64", "PE"),
                                                      ("macosx_14_0_arm64", "cpu_macos_arm64", "Mach-O")])
 def test_a_linux_build_retagged_for_macos_or_windows_fails_architecture(declared_slim, tmp_path, platform, row, own):

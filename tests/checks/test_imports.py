@@ -37,6 +37,7 @@ def _requires(drop: str):
     return edit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", ["1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.0", "1.4.1"])
 def test_the_releases_that_declare_torch_pass(release):
     path = release_wheel(release)
@@ -44,6 +45,7 @@ def test_the_releases_that_declare_torch_pass(release):
     assert result.status is Status.PASS, result.reason
 
 
+@pytest.mark.slow
 def test_1_5_1_imports_torch_without_declaring_it_and_passes_once_declared(wheel_x86_64, declared_x86_64):
     result = imports.check_imports_declared(read_wheel(wheel_x86_64), ROW, None)
     assert result.line().startswith("FAIL imports declared: 1 third-party module imported when the package is imported, not in "
@@ -63,6 +65,7 @@ def _torch_for(system: str):
     return edit
 
 
+@pytest.mark.slow
 def test_macos_and_windows_wheels_are_judged_too_with_their_own_markers(macos_1_5_1, tmp_path):
     """Issue 48: imports declared never ran on macOS or Windows wheels, and no line said so (docs/checks.md says they
     are judged by the same checks). PyPI's 1.5.1 for each imports torch undeclared, as on Linux: the inspect line FAILs
@@ -84,6 +87,7 @@ def test_macos_and_windows_wheels_are_judged_too_with_their_own_markers(macos_1_
             assert result.status is status, (row, system, result.line())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", ["torchao", "tabulate", "ruamel.yaml"])
 def test_a_requirement_taken_out_fails_naming_the_import(declared_x86_64, tmp_path, drop):
     # executorch#22180: torchao imported by the package, not declared.
@@ -96,6 +100,7 @@ def test_a_requirement_taken_out_fails_naming_the_import(declared_x86_64, tmp_pa
     assert result.reason.startswith(f"1 third-party module imported when the package is imported, not in Requires-Dist: {said} (imported by ")
 
 
+@pytest.mark.slow
 def test_through_python_m_smoke_inspect_one_fail_line_names_the_import(declared_x86_64, tmp_path):
     path = rewrite_wheel(declared_x86_64, tmp_path, metadata=_requires("torchao"))
     ran = subprocess.run([sys.executable, "-m", "smoke", "inspect", str(path), "--row", "cpu_x86_64"], cwd=REPO,
@@ -171,6 +176,7 @@ def _scan_bounded(text: bytes) -> None:
     assert peak < 256 * 1024 * 1024 and time.monotonic() - start < 10
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
 def test_any_module_text_is_scanned_or_listed_as_not_python(text):
@@ -184,6 +190,7 @@ def test_any_module_text_is_scanned_or_listed_as_not_python_many(text):
     _scan_bounded(text)
 
 
+@pytest.mark.slow
 def test_a_module_that_is_not_python_is_said_in_the_pass(declared_x86_64, tmp_path):
     # executorch/exir/tracer.py is reached from executorch.exir; its bytes replaced by what no Python parses.
     path = rewrite_wheel(declared_x86_64, tmp_path, add={"executorch/exir/tracer.py": b"def (:\n"},
@@ -242,6 +249,7 @@ def _fails_on(result, top: str) -> bool:
         f"not in Requires-Dist: {top} (imported by {TRACER} line " in result.line()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("handler", ['raise ImportError("install transformers for the LLM path")', "raise",
                                      "raise RuntimeError('no transformers') from None",
                                      "import logging\n    logging.error('no transformers')\n    raise",
@@ -255,6 +263,7 @@ def test_an_import_whose_handler_re_raises_is_required(appended, handler):
                                     f"Requires-Dist: transformers (imported by {TRACER} line ")
 
 
+@pytest.mark.slow
 def test_a_handler_that_can_complete_keeps_the_import_optional(appended):
     path = appended("try:\n    import transformers\nexcept ImportError:\n    if STRICT:\n        raise\n"
                                         "    transformers = None\n")
@@ -286,6 +295,7 @@ def test_suppress_of_another_exception_does_not_guard_an_import(appended):
 TOMLI = "import sys\nif sys.version_info >= (3, 11):\n    import tomllib\nelse:\n    import tomli as tomllib\n"
 
 
+@pytest.mark.slow
 def test_a_version_guard_is_judged_for_the_wheels_python(appended):
     # cp311: the tomli branch never runs, so tomli need not be declared (it would be, with python_version < "3.11").
     result = _judged(appended(TOMLI, folder="cp311"))
@@ -308,6 +318,7 @@ def test_a_platform_guard_is_judged_for_the_rows_linux(appended, guard, required
     assert (_fails_on(result, "win32api") if required else result.status is Status.PASS), result.line()
 
 
+@pytest.mark.slow
 def test_empty_files_under_torch_do_not_make_torch_the_wheels_own(slim, tmp_path):
     # 1.5.1 declares no torch: placeholders under torch/ (empty, or comments alone) ship no torch, and the FAIL stays.
     placeholders = {"torch/__init__.py": b"", "torch/nn/__init__.py": b"# placeholder\n\n", "torch/version.py": b""}
@@ -341,6 +352,7 @@ def test_1_0_1_declares_pytorch_tokenizers_which_brings_huggingface_hub():
                                   "huggingface-hub)")
 
 
+@pytest.mark.slow
 def test_pytorch_tokenizers_taken_out_of_1_4_1_fails_naming_both(slim, tmp_path):
     path = rewrite_wheel(slim("1.4.1"), tmp_path, metadata=_requires("pytorch-tokenizers"))
     result = _judged(path)

@@ -18,6 +18,7 @@ from smoke.rows import ROWS
 CUDA, CPU = ROWS["cuda_x86_64"], ROWS["cpu_x86_64"]
 
 
+@pytest.mark.slow
 def test_torch_agrees_says_a_nightly_was_paired_by_rule(wheel_x86_64, tmp_path):
     from tests.helpers import rewrite_wheel
 

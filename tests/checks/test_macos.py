@@ -39,6 +39,7 @@ from tests.helpers import (
 pytestmark = pytest.mark.network
 
 
+@pytest.mark.slow
 def test_macos_1_5_1_with_torch_declared_passes_every_file_check(macos_declared):
     proc = smoke("inspect", macos_declared)
     assert proc.returncode in (0, 1) and not failed_ours(proc), proc.stdout + proc.stderr
@@ -52,6 +53,7 @@ def test_macos_1_5_1_with_torch_declared_passes_every_file_check(macos_declared)
     assert line(proc, "PASS wheel RECORD: ") and line(proc, "PASS wheel tags: ")
 
 
+@pytest.mark.slow
 def test_macos_1_5_1_as_published_fails_libraries_resolve_naming_libtorch(macos_1_5_1):
     proc = smoke("inspect", macos_1_5_1)
     assert proc.returncode == 1
@@ -60,6 +62,7 @@ def test_macos_1_5_1_as_published_fails_libraries_resolve_naming_libtorch(macos_
     assert failed_ours(proc) == ["libraries resolve"]
 
 
+@pytest.mark.slow
 def test_macos_1_4_0_fails_naming_the_ci_conda_and_build_tree_paths():
     """executorch#21743: 1.4.0's libraries searched the CI's conda and build tree (fixed in 1.4.1)."""
     proc = smoke("inspect", platform_wheel("macosx_14_0_arm64", "1.4.0"))
@@ -71,6 +74,7 @@ def test_macos_1_4_0_fails_naming_the_ci_conda_and_build_tree_paths():
     assert "executorch/data/lib/aoti_cuda_shims.lib (a Windows library archive)" in line(proc, "WARN foreign files: ")
 
 
+@pytest.mark.slow
 def test_an_absolute_rpath_added_fails_library_runpath(macos_declared, tmp_path):
     mutant = rewrite_wheel(macos_declared, tmp_path, add={C_EXT: add_rpath(member(macos_declared, C_EXT), "/opt/homebrew/lib")})
     proc = smoke("inspect", mutant)
@@ -80,6 +84,7 @@ def test_an_absolute_rpath_added_fails_library_runpath(macos_declared, tmp_path)
     assert failed_ours(proc) == ["library RUNPATH"]
 
 
+@pytest.mark.slow
 def test_the_minimum_macos_raised_past_the_tag_fails_platform_tag(macos_declared, tmp_path):
     mutant = rewrite_wheel(macos_declared, tmp_path, add={C_EXT: set_minimum_macos(member(macos_declared, C_EXT), 15, 0)})
     proc = smoke("inspect", mutant)
@@ -89,6 +94,7 @@ def test_the_minimum_macos_raised_past_the_tag_fails_platform_tag(macos_declared
                                                  "load; the tag would be macosx_15_0_arm64")
 
 
+@pytest.mark.slow
 def test_a_dylib_removed_fails_libraries_resolve(macos_declared, tmp_path):
     mutant = rewrite_wheel(macos_declared, tmp_path, drop=("executorch/lib/libexecutorch_threadpool.dylib",))
     proc = smoke("inspect", mutant)
@@ -101,6 +107,7 @@ def test_a_dylib_removed_fails_libraries_resolve(macos_declared, tmp_path):
 PORTABLE = "executorch/extension/pybindings/_portable_lib.cp311-win_amd64.pyd"
 
 
+@pytest.mark.slow
 def test_a_truncated_mach_o_or_pe_file_fails_architecture_naming_it(macos_declared, windows_1_0_0, tmp_path):
     cut = rewrite_wheel(macos_declared, tmp_path / "macos", add={C_EXT: member(macos_declared, C_EXT)[:200]})
     proc = smoke("inspect", cut)
@@ -117,6 +124,7 @@ def test_a_truncated_mach_o_or_pe_file_fails_architecture_naming_it(macos_declar
 LIB = "@loader_path/../../lib"  # _C's entry that leads to executorch/lib, where its @rpath/libexecutorch*.dylib are
 
 
+@pytest.mark.slow
 def test_a_fat_file_whose_arm64_slice_lacks_its_rpath_fails_though_another_slice_has_it(macos_declared, tmp_path):
     """The x86_64 slice keeps the entry; dyld loads the arm64 slice alone and searches only its LC_RPATH."""
     thin = member(macos_declared, C_EXT)
@@ -128,6 +136,7 @@ def test_a_fat_file_whose_arm64_slice_lacks_its_rpath_fails_though_another_slice
     assert failed_ours(proc) == ["libraries resolve"]
 
 
+@pytest.mark.slow
 def test_a_fat_file_of_an_arm64_wheel_leaves_its_x86_64_slice_unjudged_saying_so(macos_declared, tmp_path):
     """arm64 whole and an x86_64 slice without the entry: no interpreter pip installs an arm64 wheel for loads x86_64."""
     thin = member(macos_declared, C_EXT)
@@ -138,6 +147,7 @@ def test_a_fat_file_of_an_arm64_wheel_leaves_its_x86_64_slice_unjudged_saying_so
         "; 1 slices of architectures the tag does not name not judged (no interpreter pip installs this wheel for loads them)")
 
 
+@pytest.mark.slow
 def test_a_universal2_wheel_fails_naming_the_x86_64_slice_that_lacks_its_rpath(macos_declared, tmp_path):
     """executorch/lib's libraries made fat too (arm64 and x86_64), so that only _C's x86_64 slice lacks what it needs."""
     thin = member(macos_declared, C_EXT)
@@ -155,6 +165,7 @@ def test_a_universal2_wheel_fails_naming_the_x86_64_slice_that_lacks_its_rpath(m
     assert f"{C_EXT} (arm64 slice)" not in fail and failed_ours(proc) == ["libraries resolve"]
 
 
+@pytest.mark.slow
 def test_hostile_fat_slices_are_judged_or_refused_never_a_traceback(macos_declared):
     """Bytes of a fat _C overwritten in its fat header or a slice's load commands: the reader refuses them, or every
     macOS file check judges the slices it reads (an odd architecture, a string rpath, a slice count) with a result."""

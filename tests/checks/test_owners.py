@@ -177,6 +177,7 @@ def with_files(slim, tmp_path, *, add, drop=()):
     return read_wheel(rewrite_wheel(slim, tmp_path, add=add, drop=drop))
 
 
+@pytest.mark.slow
 def test_a_private_copy_that_nothing_loads_fails_from_1_5(slim_x86_64, tmp_path):
     """1.5.1 with its thread pool library copied beside the extension (no library needs the copy):
     the 1.5 layout fails it; judged as a release before 1.5, the same files pass and name it."""
@@ -192,6 +193,7 @@ def test_a_private_copy_that_nothing_loads_fails_from_1_5(slim_x86_64, tmp_path)
     assert before.status is Status.PASS and "in libprivate_threadpool and libexecutorch_threadpool" in before.reason
 
 
+@pytest.mark.slow
 def test_a_component_outside_its_owner_fails_from_1_5(slim_x86_64, tmp_path):
     """1.5.1 with the thread pool library moved out of executorch/lib: one definer, not the owner."""
     moved = "executorch/extension/pybindings/libthreadpool.so"
@@ -202,6 +204,7 @@ def test_a_component_outside_its_owner_fails_from_1_5(slim_x86_64, tmp_path):
                              f"bundled thread pool, which the 1.5 layout puts in {THREADPOOL}")
 
 
+@pytest.mark.slow
 def test_only_an_export_side_library_may_carry_its_own_kernels(slim_x86_64, tmp_path):
     """A copy of the runtime's quantized kernels in a library that does not link torch is a second registration."""
     copy = "executorch/extension/pybindings/libquantized_copy.so"
@@ -227,6 +230,7 @@ def test_cpu_kernels_outside_an_owner_that_is_not_required_and_not_shipped_pass(
             "table (the build left it out: a supported configuration)") in result.reason
 
 
+@pytest.mark.slow
 def test_cpu_kernels_outside_their_owner_fail_where_the_owner_ships(slim_x86_64, tmp_path):
     """The same copy with the owner still shipped: two definers, one process."""
     wheel = with_files(slim_x86_64, tmp_path, add={IN_THE_EXTENSION: member(slim_x86_64, OPTIMIZED)})
@@ -245,6 +249,7 @@ def test_a_required_owner_that_does_not_ship_fails(slim_x86_64, tmp_path):
             "dropped it or the build did not make it)") in result.reason
 
 
+@pytest.mark.slow
 def test_the_cuda_owners_are_required_on_a_cuda_wheel_only(slim_x86_64, tmp_path):
     """The CUDA delegate's library dropped from a +cu130 wheel fails; a CPU wheel ships none and passes."""
     parts = cuda_parts(slim_x86_64)

@@ -26,6 +26,7 @@ def renamed(wheel_path: Path, folder: Path, platform: str, **changes) -> Path:
 
 # --- platform tag -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_real_wheel_keeps_its_manylinux_2_28_tag(declared_slim):
     result = judge(policy.PLATFORM_TAG, declared_slim)
     assert result.status is Status.PASS, result.reason
@@ -36,6 +37,7 @@ def test_the_real_wheel_keeps_its_manylinux_2_28_tag(declared_slim):
     assert result.measured["true_tags"] == {"manylinux_2_28_x86_64": "manylinux_2_27_x86_64"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tag", ["manylinux_2_17_x86_64", "manylinux2014_x86_64"])
 def test_the_same_files_under_an_older_tag_fail_naming_the_version_and_the_true_tag(declared_slim, tmp_path, tag):
     # manylinux2014 is the legacy alias of manylinux_2_17: auditwheel's table says so, not ours.
@@ -45,6 +47,7 @@ def test_the_same_files_under_an_older_tag_fail_naming_the_version_and_the_true_
                      r"does not allow: the tag would be manylinux_2_2[4-7]_x86_64", " ".join(result.measured["problems"])), result.reason
 
 
+@pytest.mark.slow
 def test_a_library_built_on_a_newer_glibc_fails_the_tag(declared_slim, tmp_path):
     wheel = rewrite_wheel(declared_slim, tmp_path, add={THREADPOOL: NEEDS_2_34.read_bytes()})
     result = judge(policy.PLATFORM_TAG, wheel)
@@ -53,6 +56,7 @@ def test_a_library_built_on_a_newer_glibc_fails_the_tag(declared_slim, tmp_path)
             "manylinux_2_34_x86_64") in result.reason
 
 
+@pytest.mark.slow
 def test_a_linux_tag_is_not_publishable(declared_slim, tmp_path):
     result = judge(policy.PLATFORM_TAG, renamed(declared_slim, tmp_path, "linux_x86_64"))
     assert result.status is Status.FAIL
@@ -60,6 +64,7 @@ def test_a_linux_tag_is_not_publishable(declared_slim, tmp_path):
                                     "only where it was built): its libraries allow manylinux_2_27_x86_64")
 
 
+@pytest.mark.slow
 def test_a_tag_auditwheel_has_no_policy_for_is_one_error_line(declared_slim, tmp_path):
     proc = nox("-s", "inspect", "--", str(renamed(declared_slim, tmp_path, "manylinux_2_99_x86_64")), "--row", "cpu_x86_64")
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -71,12 +76,14 @@ def test_a_tag_auditwheel_has_no_policy_for_is_one_error_line(declared_slim, tmp
 
 # --- architecture -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_elf_file_of_the_real_wheels_is_of_its_tags_machine(declared_slim, wheel_aarch64):
     assert judge(policy.ARCHITECTURE, declared_slim).reason == "18 ELF files, each x86_64"
     result = judge(policy.ARCHITECTURE, wheel_aarch64, ROWS["cpu_aarch64"])
     assert result.status is Status.PASS and result.reason.endswith("ELF files, each aarch64")
 
 
+@pytest.mark.slow
 def test_an_aarch64_library_in_an_x86_64_wheel_fails_naming_both(declared_slim, wheel_aarch64, tmp_path):
     with zipfile.ZipFile(wheel_aarch64) as archive:
         arm = archive.read(THREADPOOL)
@@ -86,12 +93,14 @@ def test_an_aarch64_library_in_an_x86_64_wheel_fails_naming_both(declared_slim, 
                              "says x86_64")
 
 
+@pytest.mark.slow
 def test_an_aarch64_build_renamed_x86_64_fails(wheel_aarch64, tmp_path):
     name = wheel_aarch64.name.replace("aarch64", "x86_64")
     result = judge(policy.ARCHITECTURE, rewrite_wheel(wheel_aarch64, tmp_path, new_name=name))
     assert result.status is Status.FAIL and "is aarch64 (EM_AARCH64" in result.reason and "(and " in result.reason
 
 
+@pytest.mark.slow
 def test_a_library_that_is_not_elf_fails_naming_it(declared_slim, tmp_path):
     pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 1\n"
     result = judge(policy.ARCHITECTURE, rewrite_wheel(declared_slim, tmp_path, add={THREADPOOL: pointer}))
@@ -122,6 +131,7 @@ def test_the_h200_builds_portable_lib_needs_glibc_2_38_so_manylinux_2_28_is_fals
     assert policy.true_tag(judged.policies, needs) == "manylinux_2_34_x86_64"
 
 
+@pytest.mark.slow
 def test_one_set_of_files_tagged_for_two_machines_fails(wheel_aarch64, tmp_path):
     name = wheel_aarch64.name.replace("manylinux_2_28_aarch64", "manylinux_2_28_aarch64.manylinux_2_28_x86_64")
     result = judge(policy.ARCHITECTURE, rewrite_wheel(wheel_aarch64, tmp_path, new_name=name), ROWS["cpu_aarch64"])
@@ -129,6 +139,7 @@ def test_one_set_of_files_tagged_for_two_machines_fails(wheel_aarch64, tmp_path)
     assert result.reason.startswith("the tags manylinux_2_28_aarch64, manylinux_2_28_x86_64 name 2 architectures (aarch64, x86_64)")
 
 
+@pytest.mark.slow
 def test_linux_elf_files_tagged_for_macos_too_fail(declared_slim, tmp_path):
     result = judge(policy.PLATFORM_TAG, renamed(declared_slim, tmp_path, "manylinux_2_28_x86_64.macosx_14_0_x86_64"))
     assert result.status is Status.FAIL

@@ -16,6 +16,7 @@ def _declaring(tmp_path, requirement: str):
     return rewrite_wheel(pypi_wheel("x86_64"), tmp_path, metadata=edit)
 
 
+@pytest.mark.slow
 def test_pypis_wheels_pass_as_they_declare_torch():
     assert line(smoke("inspect", pypi_wheel("x86_64")), "PASS torch requirement: ") == (
         "PASS torch requirement: declares no torch for x86_64, and no requirement pins a local version")
@@ -24,6 +25,7 @@ def test_pypis_wheels_pass_as_they_declare_torch():
         "requirement pins a local version")
 
 
+@pytest.mark.slow
 def test_a_torch_off_the_pairing_fails_the_wheel_and_nothing_is_built(tmp_path):
     mutant = _declaring(tmp_path, "torch==2.13.0")
     out = smoke("inspect", mutant, "--row", "cpu_x86_64")
@@ -40,6 +42,7 @@ def test_a_torch_off_the_pairing_fails_the_wheel_and_nothing_is_built(tmp_path):
         "SKIP run with data file (weighted): not run: the environment is not built (see torch requirement)")
 
 
+@pytest.mark.slow
 def test_a_local_version_pin_fails_naming_it(tmp_path):
     out = smoke("inspect", _declaring(tmp_path, "torch==2.14.0+cu124"), "--row", "cpu_x86_64")
     said = line(out, "FAIL torch requirement: ")

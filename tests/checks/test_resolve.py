@@ -11,6 +11,8 @@ import re
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from smoke.checks import resolve, shipped
 from smoke.readers.wheel import read_wheel
 from smoke.results import Status
@@ -22,6 +24,7 @@ CPU_ROW = ROWS["cpu_x86_64"]
 
 # --- libraries resolve ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_need_of_the_real_wheel_is_found(declared_slim):
     result = judge(resolve.LIBRARIES_RESOLVE, declared_slim)
     assert result.status is Status.PASS, result.reason
@@ -40,6 +43,7 @@ def test_pypi_1_5_1_needs_libtorch_and_declares_no_torch(slim_x86_64):
             "(Requires-Dist), so pip installs none: declare torch") in result.measured["problems"]
 
 
+@pytest.mark.slow
 def test_a_library_taken_out_fails_naming_it_and_who_needs_it(declared_slim, tmp_path):
     result = judge(resolve.LIBRARIES_RESOLVE, rewrite_wheel(declared_slim, tmp_path, drop=(THREADPOOL,)))
     assert result.status is Status.FAIL
@@ -53,6 +57,7 @@ def patched(declared_slim, tmp_path, patchelf, *args) -> Path:
     return patched_member(declared_slim, THREADPOOL, tmp_path, patchelf, *args)
 
 
+@pytest.mark.slow
 def test_a_need_no_policy_allows_fails(declared_slim, tmp_path, patchelf):
     wheel = patched(declared_slim, tmp_path, patchelf, "--add-needed", "libssl.so.3")
     result = judge(resolve.LIBRARIES_RESOLVE, wheel)
@@ -83,6 +88,7 @@ def test_the_dependencys_libraries_are_found_as_installed_and_missing_ones_fail(
             "of the installed torch") in result.reason
 
 
+@pytest.mark.slow
 def test_a_need_met_only_in_an_undeclared_packages_folder_names_that_package(slim_x86_64, tmp_path):
     """Main's CUDA build (H200, 2026-12-05): _C's RUNPATH leads into torch/lib and nvidia/cu13/lib, and the wheel
     declares nvidia-cuda-runtime but no torch. libtorch.so is torch's, not the CUDA runtime's: the FAIL names
@@ -150,6 +156,7 @@ def test_a_needed_name_with_a_slash_is_opened_from_the_working_directory(declare
 ETDUMP = "executorch/lib/libexecutorch_etdump.so"
 
 
+@pytest.mark.slow
 def test_a_wheel_without_its_own_library_fails_though_c_searches_torchs_folder(declared_slim, tmp_path):
     """_C needs libexecutorch_etdump.so, which the wheel ships; its RUNPATH also searches torch/lib, and torch is declared.
     That torch 2.14 ships no such file (read from its wheel) is what fails the copy without it: it passed before."""
@@ -167,6 +174,7 @@ def test_a_wheel_without_its_own_library_fails_though_c_searches_torchs_folder(d
 CU126 = dict(label="1.5.1+cu126", requirement='nvidia-cuda-runtime-cu12==12.6.77; platform_system == "Linux"')
 
 
+@pytest.mark.slow
 def test_a_need_left_to_a_torch_the_gate_has_not_read_is_judged_only_end_to_end(slim_x86_64, tmp_path):
     """A CUDA 12.6 build of 1.5.1: no torch 2.14 cu126 wheel was read (nor nvidia-cuda-runtime-cu12), so its needs of
     torch's libraries are said to be judged end to end, not passed on the assumption that torch/lib holds them."""
@@ -182,6 +190,7 @@ def test_a_need_left_to_a_torch_the_gate_has_not_read_is_judged_only_end_to_end(
         "the gate has read no wheel of nvidia-cuda-runtime-cu12==12.6.77")
 
 
+@pytest.mark.slow
 def test_an_aarch64_wheels_torch_needs_are_placed_by_the_aarch64_torch_read(declared_aarch64):
     result = judge(resolve.LIBRARIES_RESOLVE, declared_aarch64, ROWS["cpu_aarch64"])
     assert result.status is Status.PASS, result.reason
@@ -190,6 +199,7 @@ def test_an_aarch64_wheels_torch_needs_are_placed_by_the_aarch64_torch_read(decl
         "checked once installed")
 
 
+@pytest.mark.slow
 def test_a_need_left_to_a_version_of_a_declared_package_the_gate_has_not_read_is_judged_only_end_to_end(slim_x86_64, tmp_path):
     """The CUDA shims need libcudart.so.13 from nvidia/cu13/lib: placed where the declared nvidia-cuda-runtime is a version
     whose wheel was read (13.0.96), judged only end to end where it is one that was not."""
@@ -209,6 +219,7 @@ def test_a_need_left_to_a_version_of_a_declared_package_the_gate_has_not_read_is
 
 # --- undefined symbols it can see -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_symbol_a_shipped_library_no_longer_defines_fails(declared_slim, tmp_path):
     """libexecutorch_etdump.so built without ETDumpGen::get_etdump_data, which _C calls: every library is there, and
     `import executorch` fails with "undefined symbol". It passed before (symbols were judged only end to end)."""
@@ -247,6 +258,7 @@ def _patched_1_2_0(slim, folder, pybind: bytes | None = None) -> Path:
     return make_cuda_wheel(slim, folder, parts=parts, label="1.2.0+cu130").path
 
 
+@pytest.mark.slow
 def test_a_library_loaded_as_a_need_takes_the_runtime_s_symbols_from_the_module_that_loads_it(declared_slim, tmp_path):
     """On the H100, 2026-12-06, this build loaded, ran and matched eager (its `libraries load` PASSed, the shims loaded
     as `_portable_lib`'s need), while `libraries resolve` FAILed it: "libaoti_cuda_shims.so needs 3 symbols of
@@ -256,6 +268,7 @@ def test_a_library_loaded_as_a_need_takes_the_runtime_s_symbols_from_the_module_
     assert "libaoti_cuda_shims.so needs" not in result.reason
 
 
+@pytest.mark.slow
 def test_a_symbol_the_loading_module_does_not_define_either_fails_naming_the_library_that_needs_it(declared_slim, tmp_path):
     from tests.helpers import extract, without_symbol
 
@@ -273,6 +286,7 @@ LOADERS_OF_C = ("executorch/extension/llm/runner/_llm_runner.cpython-311-x86_64-
                 "executorch/kernels/quantized/libquantized_ops_aot_lib.so")
 
 
+@pytest.mark.slow
 def test_an_extension_module_other_libraries_load_still_binds_its_symbols_in_its_own_scope(declared_slim, tmp_path):
     """Python imports an extension module by its path, whoever else lists it: `_C` without its DT_NEEDED on the profiler
     cannot bind the profiler's symbols, though every library that loads `_C` is given that need."""

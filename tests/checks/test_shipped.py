@@ -70,6 +70,7 @@ def test_runpath_on_a_cuda_row_fails_on_a_wheel_linking_no_cuda(pypi):
     assert result.status is Status.FAIL and "no shipped library links a CUDA library" in result.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("library", "where", "reason"),
     [
@@ -89,6 +90,7 @@ def test_runpath_defects_fail_naming_library_and_entry(slim_x86_64, tmp_path, li
     assert result.status is Status.FAIL and where in result.reason and reason in result.reason, result.reason
 
 
+@pytest.mark.slow
 def test_runpath_into_an_undeclared_cuda_package_fails(slim_x86_64, tmp_path):
     wheel = make_cuda_wheel(slim_x86_64, tmp_path, requirement=None)
     result = check(shipped.check_library_runpath, wheel)
@@ -103,6 +105,7 @@ def test_record_passes_on_pypi(pypi):
     assert result.status is Status.PASS and result.measured["files"] == len([f for f in pypi.files if not f.endswith("/")])
 
 
+@pytest.mark.slow
 def test_a_changed_file_fails_record(slim_x86_64, tmp_path):
     changed = rewrite_wheel(slim_x86_64, tmp_path, add={"executorch/lib/libexecutorch.so": b"\x7fELF not the real one"},
                             update_record=False)
@@ -110,6 +113,7 @@ def test_a_changed_file_fails_record(slim_x86_64, tmp_path):
     assert result.status is Status.FAIL and "executorch/lib/libexecutorch.so does not match its RECORD hash" in result.reason
 
 
+@pytest.mark.slow
 def test_an_unlisted_file_fails_record(slim_x86_64, tmp_path):
     extra = rewrite_wheel(slim_x86_64, tmp_path, add={"executorch/extra.py": b"print('hi')\n"}, update_record=False)
     result = check(shipped.check_record, read_wheel(extra), CPU_ROW)
@@ -139,6 +143,7 @@ def test_an_entry_into_the_environments_own_lib_passes(pypi_1_4_1):
     assert result.status is Status.PASS, result.reason
 
 
+@pytest.mark.slow
 def test_the_same_entry_two_folders_higher_leaves_the_environment(pypi_1_4_1, tmp_path):
     with zipfile.ZipFile(pypi_1_4_1.path) as archive:
         library = archive.read(CUSTOM_OPS)
@@ -180,6 +185,7 @@ def patched(declared_slim, tmp_path, patchelf, *args) -> Path:
     return patched_member(declared_slim, THREADPOOL, tmp_path, patchelf, *args)
 
 
+@pytest.mark.slow
 def test_an_empty_runpath_entry_fails_library_runpath(declared_slim, tmp_path, patchelf):
     wheel = patched(declared_slim, tmp_path, patchelf, "--set-rpath", "$ORIGIN:")
     result = judge(shipped.LIBRARY_RUNPATH, wheel)
@@ -188,6 +194,7 @@ def test_an_empty_runpath_entry_fails_library_runpath(declared_slim, tmp_path, p
             "directory") in result.reason
 
 
+@pytest.mark.slow
 def test_origin_followed_by_a_name_character_is_not_origin(declared_slim, tmp_path, patchelf):
     wheel = patched(declared_slim, tmp_path, patchelf, "--set-rpath", "$ORIGINX/../lib")
     result = judge(shipped.LIBRARY_RUNPATH, wheel)
@@ -197,6 +204,7 @@ def test_origin_followed_by_a_name_character_is_not_origin(declared_slim, tmp_pa
 
 # --- the libraries read from the wheel, and a RECORD through the row ------------------------------
 
+@pytest.mark.slow
 def test_a_file_whose_name_only_contains_so_is_not_taken_for_a_library(declared_slim, tmp_path):
     # "notes.sorted.txt" has ".so" in its name; it is no library, and was failed as "not an ELF file".
     wheel = rewrite_wheel(declared_slim, tmp_path, add={"executorch/notes.sorted.txt": b"a text file\n",
@@ -210,6 +218,7 @@ def gate(*args, env=None, timeout=300):
                           env={**os.environ, **(env or {})}, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_record_size_that_is_not_a_number_fails_the_record_check(slim_x86_64, tmp_path):
     with zipfile.ZipFile(slim_x86_64) as archive:
         record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
@@ -224,6 +233,7 @@ def test_a_record_size_that_is_not_a_number_fails_the_record_check(slim_x86_64, 
     assert "Traceback" not in proc.stdout + proc.stderr and not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_a_record_that_does_not_list_itself_fails(declared_slim, tmp_path):
     """torchvision 0.14.0 (pytorch/vision#6869): every file matched its RECORD line but RECORD had none of its own, and
     `installer` refused the wheel ("... RECORD is not mentioned in RECORD")."""

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.network
 WRITES_THE_RECORD = b"import os; open(os.environ.get('RECORD', '/dev/null'), 'a').write('{\"kind\": \"end\"}\\n')\n"
 
 
+@pytest.mark.slow
 def test_pypis_wheels_run_nothing_at_start_up(macos_1_5_1):
     for wheel in (pypi_wheel("x86_64"), macos_1_5_1):
         proc = smoke("inspect", wheel)
@@ -19,6 +20,7 @@ def test_pypis_wheels_run_nothing_at_start_up(macos_1_5_1):
                                                       "file, sitecustomize or usercustomize in site-packages' root")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("member", "data", "said"), [
     ("executorch_hook.pth", WRITES_THE_RECORD, f"executorch_hook.pth runs {WRITES_THE_RECORD.decode().strip()!r}"),
     ("executorch-1.5.1.data/purelib/hook.pth", b"# a comment\nimport\tsys\n",
@@ -39,6 +41,7 @@ def test_code_the_wheel_runs_at_start_up_fails_naming_it(tmp_path, member, data,
     assert line(proc, "FAIL start-up code: ").startswith(f"FAIL start-up code: {said}"), proc.stdout
 
 
+@pytest.mark.slow
 def test_a_pth_that_only_adds_a_folder_warns(tmp_path):
     mutant = rewrite_wheel(pypi_wheel("x86_64"), tmp_path, add={"executorch.pth": b"# the runtime's folder\n/opt/somewhere\n"})
     proc = smoke("inspect", mutant, "--row", "cpu_x86_64")
@@ -46,6 +49,7 @@ def test_a_pth_that_only_adds_a_folder_warns(tmp_path):
                                                   "interpreter start-up (no code runs; no executorch release ships a .pth file)")
 
 
+@pytest.mark.slow
 def test_a_pth_whose_folder_holds_the_wheel_s_sitecustomize_fails(tmp_path):
     """A path-only .pth puts its folder on sys.path before site imports sitecustomize: the wheel's sitecustomize.py in
     that folder runs at every start-up (issue 48: it was a WARN)."""

@@ -40,6 +40,7 @@ def test_a_name_its_wheel_file_does_not_say_fails_wheel_tags(slim_x86_64, tmp_pa
     assert text in line
 
 
+@pytest.mark.slow
 def test_a_wheel_file_that_names_no_tag_or_another_fails_wheel_tags(slim_x86_64, tmp_path):
     text = member(slim_x86_64, "WHEEL")
     none = replaced(slim_x86_64, tmp_path / "none", "WHEEL", text.replace("Tag: cp311-cp311-manylinux_2_28_x86_64\n", ""))

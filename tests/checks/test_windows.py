@@ -48,6 +48,7 @@ def rename_import(data: bytes, old: str, new: str) -> bytes:
     return data[:offset] + new.encode() + data[offset + len(old):]
 
 
+@pytest.mark.slow
 def test_windows_1_0_0_passes_its_file_checks(windows_1_0_0):
     proc = smoke("inspect", windows_1_0_0)
     assert proc.returncode in (0, 1) and not failed_ours(proc), proc.stdout + proc.stderr
@@ -58,6 +59,7 @@ def test_windows_1_0_0_passes_its_file_checks(windows_1_0_0):
                                                       "judged only end to end (executorch#14443)")
 
 
+@pytest.mark.slow
 def test_a_dll_the_extension_module_imports_removed_fails_libraries_resolve(windows_1_0_0, tmp_path):
     """_portable_lib made to import a DLL shipped beside it passes; the same wheel without that DLL fails."""
     shipped = member(windows_1_0_0, "executorch/kernels/quantized/quantized_ops_aot_lib.dll")
@@ -74,12 +76,14 @@ def test_a_dll_the_extension_module_imports_removed_fails_libraries_resolve(wind
                                                       "not a system DLL, not a declared dependency's)")
 
 
+@pytest.mark.slow
 def test_windows_1_5_1_fails_libraries_resolve_naming_the_undeclared_torch():
     proc = smoke("inspect", platform_wheel("win_amd64", "1.5.1"))
     assert proc.returncode == 1
     assert "imports c10.dll (a torch DLL, and the wheel declares no torch)" in line(proc, "FAIL libraries resolve: ")
 
 
+@pytest.mark.slow
 def test_an_arm64_dll_in_an_amd64_wheel_fails_architecture(windows_1_0_0, tmp_path):
     data = bytearray(member(windows_1_0_0, PORTABLE))
     offset = struct.unpack("<I", data[60:64])[0] + 4
@@ -92,6 +96,7 @@ def test_an_arm64_dll_in_an_amd64_wheel_fails_architecture(windows_1_0_0, tmp_pa
 # --- the interpreter's DLL: the one the wheel's tag names (issue 37)
 
 
+@pytest.mark.slow
 def test_a_cp311_extension_importing_python312_dll_fails_libraries_resolve(windows_1_0_0, tmp_path):
     """PyPI's cp311 .pyd files import python311.dll and keep it placed; the same name made python312.dll fails."""
     published = judge(windows.RESOLVE, platform_wheel("win_amd64", "1.5.1"), ROWS["cpu_windows_x86_64"])
@@ -106,6 +111,7 @@ def test_a_cp311_extension_importing_python312_dll_fails_libraries_resolve(windo
     assert failed_ours(proc) == ["libraries resolve"]
 
 
+@pytest.mark.slow
 def test_the_stable_abi_dll_passes_under_cp311_and_a_version_dll_fails_under_abi3(windows_1_0_0, tmp_path):
     """python3.dll (PEP 384) is in every CPython 3; an abi3 wheel is installed by 3.12 too, which has no python311.dll."""
     stable = rename_import(member(windows_1_0_0, PORTABLE), "python311.dll", "python3.dll\0\0")
@@ -122,6 +128,7 @@ def test_the_stable_abi_dll_passes_under_cp311_and_a_version_dll_fails_under_abi
 BINDINGS = "executorch/extension/pybindings/portable_lib.py"
 
 
+@pytest.mark.slow
 def test_a_dll_in_a_folder_a_module_adds_is_placed_and_one_it_cannot_name_is_said(windows_1_0_0, tmp_path):
     """_portable_lib made to import a DLL in executorch/extension/dlls: found once portable_lib.py adds that folder
     as upstream adds its own (os.add_dll_directory of a path built from __file__); a folder read from the environment
@@ -147,6 +154,7 @@ def test_a_dll_in_a_folder_a_module_adds_is_placed_and_one_it_cannot_name_is_sai
         f"{source.count(chr(10)) + 2}))")
 
 
+@pytest.mark.slow
 def test_hostile_pe_imports_and_module_sources_are_judged_never_a_traceback(windows_1_0_0):
     """A .pyd's import directory and DLL names overwritten: the reader refuses it, or both Windows file checks judge
     the names it reads (a python DLL of any digits among them); any module source: its os.add_dll_directory folders

@@ -300,6 +300,7 @@ def _started_early(python: Path, tmp_path: Path) -> tuple[str, CheckResult]:
     return said, CheckResult.from_json(json.loads(verdict))
 
 
+@pytest.mark.slow
 @needs_cc
 def test_with_the_driver_initialised_the_imports_together_run_beside_the_exports_and_still_fail(real_files, tmp_path):
     twice = _registering_one_kernel(tmp_path)
@@ -335,6 +336,7 @@ RAISED = ('raises when imported after executorch.types_a: ImportError: generic_t
           'registered!')
 
 
+@pytest.mark.slow
 @needs_cc
 def test_a_module_that_raises_only_after_another_fails_together_every_way(real_files, tmp_path):
     python = _install(tmp_path / "venv", {**real_files, **_registering_one_type(tmp_path)})

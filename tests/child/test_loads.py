@@ -159,6 +159,7 @@ def test_a_library_whose_initializer_aborts_is_named_with_the_signal_and_the_oth
                                   "end nothing (1 left out, which do not load alone or load only as another's need: see libraries load)")
 
 
+@pytest.mark.slow
 def test_a_library_that_loads_only_as_the_need_of_an_extension_module_passes_naming_it(real_files, tmp_path):
     """The CUDA shims of a 1.2.0 CUDA build take the runtime's logging from _portable_lib, an extension module
     that needs them: alone they do not load (undefined symbol), as they are ever loaded they do (H200,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.mark.slow
 def test_a_run_check_records_its_outputs_for_compare():
     """What compare sets side by side: smoke.child.models.compare keeps each output's values (flattened, the first 256)."""
     torch = pytest.importorskip("torch")

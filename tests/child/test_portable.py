@@ -19,6 +19,7 @@ def exported_portable(tmp_path_factory):
     return portable.export_portable(model, example, tmp_path_factory.mktemp("portable")), model, example
 
 
+@pytest.mark.slow
 def test_a_program_with_no_delegate_runs_on_the_kernels_and_matches_eager(tmp_path):
     result = portable.check_portable(tmp_path / "portable", program_facts)
     assert result.status is Status.PASS, result.reason
@@ -26,6 +27,7 @@ def test_a_program_with_no_delegate_runs_on_the_kernels_and_matches_eager(tmp_pa
     assert "matched eager" in result.reason and result.measured["max_abs_diff"] <= 1e-5
 
 
+@pytest.mark.slow
 def test_a_program_that_carries_a_delegate_does_not_prove_the_kernels(exported):
     # The XNNPACK export of the weighted model: every operator inside the delegate.
     model, example = portable.portable_model()
@@ -34,6 +36,7 @@ def test_a_program_that_carries_a_delegate_does_not_prove_the_kernels(exported):
     assert result.reason == "model.pte does not prove the kernels: plans {'forward': ['XnnpackBackend']} carry delegates"
 
 
+@pytest.mark.slow
 def test_an_output_that_is_not_eagers_fails(exported_portable):
     import torch
 
@@ -49,6 +52,7 @@ def test_an_output_that_is_not_eagers_fails(exported_portable):
     assert "output differs from eager: max abs diff 0.1" in result.reason  # 0.5 through the sigmoid
 
 
+@pytest.mark.slow
 def test_a_damaged_program_fails_saying_so(exported_portable, tmp_path):
     pte, model, example = exported_portable
     damaged = tmp_path / "model.pte"

@@ -55,6 +55,7 @@ def same_twice(declared_x86_64, tmp_path_factory):
     return proc, report_of(reports), time.monotonic() - start, reports
 
 
+@pytest.mark.slow
 def test_the_same_wheel_twice_has_no_drift_and_exits_0(same_twice):
     proc, data, seconds, reports = same_twice
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -85,6 +86,7 @@ def real_pair(tmp_path_factory):
     return proc, report_of(reports), summary
 
 
+@pytest.mark.slow
 @needs_releases
 def test_1_4_1_to_1_5_1_regresses_libraries_resolve_because_torch_left_requires_dist(real_pair):
     proc, data, _ = real_pair
@@ -103,6 +105,7 @@ def test_1_4_1_to_1_5_1_regresses_libraries_resolve_because_torch_left_requires_
     assert same <= len(data["checks"]) - 2 and f"checks: {same} of {len(data['checks'])} with the same verdict" in out
 
 
+@pytest.mark.slow
 @needs_releases
 def test_1_4_1_to_1_5_1_static_drift_is_what_the_wheels_hold(real_pair):
     proc, data, _ = real_pair
@@ -151,6 +154,7 @@ def test_the_markdown_goes_to_the_step_summary_and_the_report_folder(real_pair, 
 # --- a broken NEW: a library removed from 1.5.1 ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_library_removed_from_new_is_a_regression_naming_it(declared_x86_64, tmp_path):
     broken = rewrite_wheel(declared_x86_64, tmp_path / "broken", drop=("executorch/lib/libexecutorch_threadpool.so",))
     proc = smoke_compare(declared_x86_64, broken, "--static-only", "--report-dir", tmp_path / "reports")
@@ -170,6 +174,7 @@ def test_a_library_removed_from_new_is_a_regression_naming_it(declared_x86_64, t
             "pool (upstream's table requires it: packaging dropped it or the build did not make it)") in out
 
 
+@pytest.mark.slow
 def test_a_library_added_back_is_no_regression(declared_x86_64, tmp_path):
     """The other way round (OLD broken, NEW whole): FAIL -> PASS is printed, and the exit is 0."""
     broken = rewrite_wheel(declared_x86_64, tmp_path / "broken", drop=("executorch/lib/libexecutorch_threadpool.so",))
@@ -179,6 +184,7 @@ def test_a_library_added_back_is_no_regression(declared_x86_64, tmp_path):
     assert "drift: files added: 1: executorch/lib/libexecutorch_threadpool.so" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_cuda_library_that_lost_device_code_is_a_regression_and_its_sm_list_drift(slim_x86_64, tmp_path):
     """A CUDA build whose shims carry code for sm_90 only (tests/data/device-code) after one that covered cu130's list."""
     old = make_cuda_wheel(slim_x86_64, tmp_path / "old")
@@ -199,10 +205,12 @@ def test_a_cuda_library_that_lost_device_code_is_a_regression_and_its_sm_list_dr
         "new": {"sm": ["sm_90"], "ptx": []}}]}
 
 
+@pytest.mark.slow
 def test_a_cpu_row_has_no_device_code_drift(same_twice):
     assert same_twice[1]["static"]["device_code"] is None
 
 
+@pytest.mark.slow
 def test_the_nox_session_runs_compare(declared_x86_64):
     proc = nox("-s", "compare", "--", str(declared_x86_64), str(declared_x86_64), "--static-only")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -212,6 +220,7 @@ def test_the_nox_session_runs_compare(declared_x86_64):
 # --- bad input: one ERROR line, exit 2 --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, message", [
     ("missing", "OLD: wheel '"),
     ("not_a_wheel", "NEW: "),
@@ -244,6 +253,7 @@ def test_a_report_folder_that_is_a_file_is_refused_before_any_work(declared_x86_
     assert taken.read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_a_row_that_could_not_judge_is_an_error_naming_it_and_its_log(declared_x86_64, tmp_path):
     """A row run that exits 2 (here an interpreter that does not exist) is compare's ERROR, not a verdict."""
     proc = smoke_compare(declared_x86_64, declared_x86_64, "--python", tmp_path / "no-python", "--env-dir", tmp_path / "envs")
@@ -352,6 +362,7 @@ def crashed_new(declared_x86_64, tmp_path_factory):
     return json.loads((folder / "reports" / "cpu_x86_64.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_new_whose_child_crashed_is_a_regression_naming_it(declared_x86_64, crashed_new, tmp_path, monkeypatch, capsys):
     """OLD: a real row that passed every check (the emulated 1.5.1 CPU row in docs/records/runs); NEW: the crashed run above.
     The two row runs are those reports; the rest of compare is real (the static part reads the wheel twice)."""
@@ -462,6 +473,7 @@ def _judge_any(old, new):
     return drift, found
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(old=reports, new=reports)
 def test_any_report_content_gives_a_runtime_drift_and_never_raises(old, new):
@@ -515,6 +527,7 @@ def test_a_report_the_gate_did_not_write_is_left_alone_before_any_work(declared_
     assert sorted(p.name for p in reports.iterdir()) == ["compare-cpu_x86_64.md"]
 
 
+@pytest.mark.slow
 def test_its_own_earlier_reports_are_replaced(same_twice, declared_x86_64):
     reports = same_twice[3]
     proc = smoke_compare(declared_x86_64, declared_x86_64, "--static-only", "--report-dir", reports)
@@ -558,6 +571,7 @@ def test_an_infinity_is_close_only_to_itself(old, new):
     assert compare.output_drift(old, [list(v) for v in old]) == (0.0, True)
 
 
+@pytest.mark.slow
 def test_summary_of_a_folder_holding_compare_and_inspect_reports_leaves_them_out(same_twice, declared_x86_64):
     """Issue 48: inspect and compare --report-dir into one folder, then summary of it: compare's report is not a
     row's and is left out, as inspect's is (it was one ERROR, 'has report schema 1 ... rerun that row', exit 2). The

@@ -72,6 +72,7 @@ def test_skips_for_one_reason_are_named_together():
     assert gate_module.unexecuted(results) == [f"export (weightless), export (weighted) (skipped: {why})"]
 
 
+@pytest.mark.slow
 def test_cpu_build_on_cuda_row_with_fail_fast_ends_before_any_environment(wheel_x86_64, tmp_path):
     start = time.monotonic()
     proc = nox("-s", "cuda_x86_64", "--", str(wheel_x86_64), "--fail-fast", "--env-dir", str(tmp_path / "env"))
@@ -85,6 +86,7 @@ def test_cpu_build_on_cuda_row_with_fail_fast_ends_before_any_environment(wheel_
     assert seconds < 20
 
 
+@pytest.mark.slow
 def test_cpu_build_on_cuda_row_stops_after_its_file_checks(wheel_x86_64, tmp_path):
     """Without --fail-fast too: a CPU build cannot pass a CUDA row's installed half, so no environment is built for it
     (75 s before): its file checks, one line naming its row, and the installed half skipped saying why."""
@@ -105,6 +107,7 @@ def test_cpu_build_on_cuda_row_stops_after_its_file_checks(wheel_x86_64, tmp_pat
     assert seconds < 10
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_the_macos_row_on_a_linux_host_runs_its_file_checks_and_says_why_the_rest_skipped(macos_declared, tmp_path):
     proc = smoke("cpu_macos_arm64", macos_declared, "--env-dir", tmp_path / "env", "--report-dir", tmp_path / "reports")
@@ -119,6 +122,7 @@ def test_the_macos_row_on_a_linux_host_runs_its_file_checks_and_says_why_the_res
     assert not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_the_windows_row_runs_its_file_checks_and_skips_its_installed_half_saying_it_is_not_built(windows_1_0_0, tmp_path):
     """No Windows host runs the installed half yet: the row says so and records each skip, on any host. Its file
@@ -227,7 +231,8 @@ def _env_dir_is_the_gates_own_folder(tmp):
 
 
 def _workdir_holds_the_checkout(tmp):  # the checkout itself: its parent may hold the test's own folders (a clone in /tmp)
-    return ["--workdir", REPO], "holds"
+    # Under nox, TMPDIR is .nox/tests/tmp in the checkout: the test's --env-dir is then inside that --workdir, refused first.
+    return ["--workdir", REPO], "is inside --workdir" if tmp.resolve().is_relative_to(REPO.resolve()) else "holds"
 
 
 def _env_dir_holds_the_wheel(tmp):
@@ -277,6 +282,7 @@ def test_a_bad_output_path_is_one_line_before_any_work_and_touches_nothing(wheel
 
 # --- a report that cannot be written at the end: the verdict stands ---------------------------------
 
+@pytest.mark.slow
 def test_a_step_summary_that_is_full_at_the_end_keeps_the_verdict(wheel_x86_64, tmp_path):
     """/dev/full takes the open and refuses the write with ENOSPC: a real disk full, at the end."""
     proc = gate(wheel_x86_64, "--fail-fast", "--env-dir", tmp_path / "env", "--report-dir", tmp_path / "reports",
@@ -295,6 +301,7 @@ def _in_process(argv, capsys):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_a_report_that_fails_to_write_at_the_end_keeps_the_verdict_and_leaves_no_part(wheel_x86_64, tmp_path, monkeypatch, capsys):
     real_replace = os.replace
 
@@ -314,6 +321,7 @@ def test_a_report_that_fails_to_write_at_the_end_keeps_the_verdict_and_leaves_no
     assert sorted(p.name for p in reports.iterdir()) == ["cpu_x86_64.json"]  # whole, and no partial file beside it
 
 
+@pytest.mark.slow
 def test_a_report_made_a_link_during_the_run_is_not_written_through(wheel_x86_64, tmp_path, monkeypatch, capsys):
     """Checked before the work and again at the write: a link put there meanwhile is left, and so is its target."""
     reports, target = tmp_path / "reports", tmp_path / "mine.json"
@@ -333,6 +341,7 @@ def test_a_report_made_a_link_during_the_run_is_not_written_through(wheel_x86_64
     assert target.read_text() == "mine" and (reports / "cpu_x86_64.json").is_symlink()
 
 
+@pytest.mark.slow
 def test_an_earlier_report_of_the_gates_is_replaced(wheel_x86_64, tmp_path):
     for _ in range(2):
         proc = gate(wheel_x86_64, "--fail-fast", "--env-dir", tmp_path / "env", "--report-dir", tmp_path / "reports")
@@ -351,6 +360,7 @@ def _raising(error: OSError):
     return built
 
 
+@pytest.mark.slow
 def test_a_disk_full_while_the_environment_is_built_is_an_error_naming_the_env_dir(wheel_x86_64, tmp_path, monkeypatch, capsys):
     """Without --fail-fast the run goes on to the environment: a write there meets ENOSPC."""
     env_dir = tmp_path / "env"
@@ -386,6 +396,7 @@ def test_a_read_only_work_folder_during_the_run_is_an_error_naming_it(wheel_x86_
                    f"make it writable (or pass another --workdir), then run again\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS])
 def test_a_child_check_that_failed_on_a_full_disk_is_not_a_fail_of_the_wheel(wheel_x86_64, tmp_path, monkeypatch, capsys, code):
     """The child's export meets the full disk and reports it as its check's failure: no FAIL verdict comes of it."""
@@ -432,6 +443,7 @@ def test_a_really_read_only_work_folder_is_refused_before_any_work(wheel_x86_64,
     assert not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_a_really_full_report_folder_at_the_end_keeps_the_verdict(wheel_x86_64, tmp_path, tiny_tmpfs):
     """The folder takes an empty file (the check before the work) but not a report: ENOSPC at the end, for real."""
     handle = os.open(tiny_tmpfs / "filler", os.O_WRONLY | os.O_CREAT)
@@ -498,6 +510,7 @@ def _check_many(tmp_path, max_examples):
     assert _tree(tmp_path) == before  # the checks made nothing and left nothing (their probe files included)
 
 
+@pytest.mark.slow
 def test_the_folder_checks_accept_only_folders_apart(tmp_path):
     _check_many(tmp_path, 300)
 

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers import SCHEMA, nox
 
 
+@pytest.mark.slow
 def test_inspect_of_the_x86_64_cpu_wheel_on_both_rows_fails_the_cuda_row(wheel_x86_64, tmp_path):
     start = time.monotonic()
     proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cuda_x86_64", "--row", "cpu_x86_64", "--report-dir", str(tmp_path))
@@ -40,6 +41,7 @@ def test_inspect_of_the_x86_64_cpu_wheel_on_both_rows_fails_the_cuda_row(wheel_x
             assert f"{check['status'].upper()} {check['name']}: {check['reason']}" in out
 
 
+@pytest.mark.slow
 def test_inspect_with_no_row_judges_the_rows_of_the_wheels_architecture_and_build(declared_aarch64):
     proc = nox("-s", "inspect", "--", str(declared_aarch64))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -49,6 +51,7 @@ def test_inspect_with_no_row_judges_the_rows_of_the_wheels_architecture_and_buil
     assert "inspect-cpu_aarch64: PASSED" in proc.stdout and "inspect-cuda_aarch64" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_inspect_with_no_row_judges_a_cuda_build_on_the_cuda_row(cuda_wheel):
     proc = nox("-s", "inspect", "--", str(cuda_wheel.path))
     assert "; rows: cuda_x86_64\n" in proc.stdout, proc.stdout + proc.stderr
@@ -56,12 +59,14 @@ def test_inspect_with_no_row_judges_a_cuda_build_on_the_cuda_row(cuda_wheel):
     assert "inspect-cpu_x86_64" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_inspect_with_a_row_judges_that_row_only(declared_x86_64):
     proc = nox("-s", "inspect", "--", str(declared_x86_64), "--row", "cpu_x86_64")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "inspect-cuda_x86_64" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_inspect_runs_on_any_interpreter_whatever_the_python_tag(declared_x86_64, tmp_path):
     # The cp311 wheel renamed cp312: a row would refuse it on Python 3.11; inspect reads it.
     from tests.helpers import rewrite_wheel
@@ -82,6 +87,7 @@ def test_inspect_bad_input_is_one_line_and_exit_2(wheel_x86_64, tmp_path, args, 
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_under_github_actions_each_fail_of_the_real_wheel_is_an_error_annotation_after_its_line(wheel_x86_64, monkeypatch):
     """PyPI's 1.5.1 fails the CPU row's `libraries resolve` and `imports declared`: on a GitHub runner each is also an
     `::error` naming the check, right after its FAIL line, and nothing else is annotated."""

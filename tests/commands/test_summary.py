@@ -353,6 +353,7 @@ def hypothesis_folder(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(reports())
 def test_any_report_is_judged_or_refused_with_the_gates_error(hypothesis_folder, data):

@@ -170,6 +170,7 @@ def _torch_line(tmp_path: Path, reuse_env: bool = False) -> str:
         return f"torch from {env.torch_source}"  # the line the row prints (smoke.engine.row.environment_built)
 
 
+@pytest.mark.slow
 def test_torch_from_a_local_wheel_folder_is_said_so(tmp_path, monkeypatch):
     """A torch found in pip's configured find-links folder is said to come from that folder, not from an index;
     and again when the environment is reused."""

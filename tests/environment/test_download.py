@@ -27,6 +27,7 @@ def test_the_command_asks_for_the_rows_platform_and_the_version_named():
     assert [mac[i + 1] for i, w in enumerate(mac) if w == "--platform"] == ["macosx_15_0_arm64", "macosx_15_0_universal2"]
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_a_version_named_is_the_one_downloaded(capsys):
     path = download.default_wheel(ROWS["cpu_x86_64"], probe_interpreter(None), None, print, "1.4.1")

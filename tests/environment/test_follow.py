@@ -145,6 +145,7 @@ def test_a_record_that_is_not_utf8_is_a_broken_child_not_a_traceback(tmp_path):
     assert verdict.reason == "wrote 1 lines that are not check records, first: '\ufffd\ufffd{'"
 
 
+@pytest.mark.slow
 def test_a_flood_of_short_garbage_records_is_counted_not_kept(tmp_path):
     _, verdict, _, peak = child(tmp_path, "rec.write(b'garbage\\n' * 100_000)\n")
     assert verdict.reason == "wrote 100000 lines that are not check records, first: 'garbage'"
@@ -307,6 +308,7 @@ def _started_with_the_token(python: Path, *flags: str) -> str:
         child.wait()
 
 
+@pytest.mark.slow
 def test_a_long_phase_says_it_is_still_running(tmp_path, monkeypatch, capsys):
     # A first export through AOTInductor or the import of torch with its CUDA libraries runs for tens of seconds with
     # nothing to print: the parent says the phase is alive, every PROGRESS_S (lowered here), and once it ends, stops.

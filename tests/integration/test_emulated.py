@@ -15,7 +15,8 @@ from smoke.checks.pipeline import result_names
 from smoke.rows import ROWS
 from tests.helpers import REPO, declare_torch, pypi_wheel
 
-pytestmark = [pytest.mark.emulated, pytest.mark.slow, pytest.mark.network]
+# One environment (ENV_DIR) for both: under pytest-xdist they run in one worker, one after the other.
+pytestmark = [pytest.mark.emulated, pytest.mark.slow, pytest.mark.network, pytest.mark.xdist_group("emulated-env")]
 ROOT = Path(os.environ.get("GATE_AARCH64_ROOT", REPO / ".gate" / "aarch64-root"))
 PYTHON = ROOT / "usr" / "bin" / "python3.11"
 ENV_DIR = REPO / ".gate" / "envs" / "cpu_aarch64"  # the row's own default: an earlier run's environment is reused

@@ -130,6 +130,7 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_the_unmutated_wheel_passes_inspect(declared_slim):
     proc = inspect(declared_slim)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -138,6 +139,7 @@ def test_the_unmutated_wheel_passes_inspect(declared_slim):
 
 # These passed `nox -s inspect` (no section headers: no needs read at all) or ended in a traceback (an
 # offset too large to seek to) or failed `libraries resolve` with "needs :" (a name read from past its table).
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", [".dynstr sh_offset 2**63", "e_shnum 0 (headers stripped)", "e_shoff 0",
                                     "DT_NEEDED past .dynstr", "dynamic is SHT_PROGBITS", "cut in .dynstr",
                                     "version needs count 2**32-1"])
@@ -155,6 +157,7 @@ def test_inspect_fails_a_wheel_with_a_malformed_library_naming_it(declared_slim,
     assert digest(wheel) == before
 
 
+@pytest.mark.slow
 def test_a_git_lfs_pointer_named_as_the_library_fails_inspect_naming_it(declared_slim, tmp_path):
     wheel = rewrite_wheel(declared_slim, tmp_path, add={THREADPOOL: LFS_POINTER})
     proc = inspect(wheel)
@@ -163,6 +166,7 @@ def test_a_git_lfs_pointer_named_as_the_library_fails_inspect_naming_it(declared
     assert f"FAIL architecture: {THREADPOOL} is named as a shared library but is not an ELF file" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", ["lfs pointer", "e_shnum 0 (headers stripped)"])
 def test_a_row_stops_at_the_file_checks_and_builds_nothing(declared_slim, real, tmp_path, mutant):
     data = LFS_POINTER if mutant == "lfs pointer" else MUTANTS[mutant][0](Layout(real))
@@ -269,6 +273,7 @@ def _read_mutants(data: bytes, path: str, examples: int) -> None:
     assert slowest[0] < EXAMPLE_SECONDS, f"slowest example {slowest[0]:.2f} s"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("member", [SMALL, THREADPOOL])
 def test_mutated_libraries_are_read_or_refused_as_elf_error(slim_x86_64, member):
     with zipfile.ZipFile(slim_x86_64) as archive:
@@ -316,6 +321,7 @@ def _judge_one_file_wheels(slim_x86_64, tmp_path, examples: int) -> None:
     assert peak < PEAK_BYTES, f"peak {peak} B"
 
 
+@pytest.mark.slow
 def test_mutated_libraries_in_a_wheel_are_judged_never_a_traceback(slim_x86_64, tmp_path):
     _judge_one_file_wheels(slim_x86_64, tmp_path, 100)
 

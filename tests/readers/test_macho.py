@@ -77,6 +77,7 @@ def _property(examples: int):
     check()
 
 
+@pytest.mark.slow
 def test_hostile_mach_o_and_pe_bytes_are_the_readers_errors_only():
     _property(40)  # the fast tier's sample (300 took 106 s of its 809 s, 2026-12-06); the thousand below run in CI
 
@@ -111,6 +112,7 @@ def _fat_and_pe_property(examples: int):
     check()
 
 
+@pytest.mark.slow
 def test_hostile_fat_slices_and_pe_imports_are_the_readers_errors_only():
     _fat_and_pe_property(60)  # pefile reads a .pyd's import directory in about 30 ms here
 

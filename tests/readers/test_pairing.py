@@ -22,6 +22,7 @@ def _as(wheel_x86_64, tmp_path, version: str, requires: str | None = None):
     return read_wheel(rewrite_wheel(wheel_x86_64, tmp_path, new_name=name, metadata=edit))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("release", "torch"), [("1.2.0", "2.11"), ("1.3.1", "2.12"), ("1.4.0", "2.13"), ("1.5.1", "2.14")])
 def test_constraints_pair_each_release(wheel_x86_64, tmp_path, release, torch):
     path = constraints_for(_as(wheel_x86_64, tmp_path, release))
@@ -39,6 +40,7 @@ def test_each_release_lines_pairing_names_its_upstream_source():
         assert (pairing.CONSTRAINTS_DIR / f"torch-{entry['torch']}.txt").is_file(), line
 
 
+@pytest.mark.slow
 def test_a_nightly_is_paired_by_rule_and_says_how(wheel_x86_64, tmp_path):
     # main's nightly declares no torch ("consumers bring their own"): the newest known line's torch.
     made = pairing.pair(_as(wheel_x86_64, tmp_path / "a", "1.6.0.dev20261201"))
@@ -54,6 +56,7 @@ def test_a_nightly_is_paired_by_rule_and_says_how(wheel_x86_64, tmp_path):
         pairing.pair(_as(wheel_x86_64, tmp_path / "c", "1.6.0.dev20261201", "torch>=2.15.0.dev0"))
 
 
+@pytest.mark.slow
 def test_an_unknown_older_release_names_the_override(wheel_x86_64, tmp_path):
     wheel = _as(wheel_x86_64, tmp_path, "1.0.1")
     with pytest.raises(NoTorchPairing, match="is of no release line the gate knows .* pass --constraints FILE"):

@@ -17,6 +17,7 @@ def _lines(out: str) -> dict[str, str]:
     return {line.split(":", 1)[0]: line for line in out.splitlines() if line.startswith(("PASS ", "FAIL ", "SKIP "))}
 
 
+@pytest.mark.slow
 def test_a_release_must_declare_torch_by_default(wheel_x86_64, tmp_path):
     proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", "--report-dir", str(tmp_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -29,6 +30,7 @@ def test_a_release_must_declare_torch_by_default(wheel_x86_64, tmp_path):
     assert report["policy"] == {"torch": "declared", "why": "the default for a release version, 1.5.1", "strict": False, "waive": []}
 
 
+@pytest.mark.slow
 def test_a_policy_file_makes_torch_user_supplied_and_nothing_fails_for_it(wheel_x86_64, tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text('torch = "user-supplied"\n')
@@ -45,6 +47,7 @@ def test_a_policy_file_makes_torch_user_supplied_and_nothing_fails_for_it(wheel_
     assert report["policy"]["torch"] == "user-supplied"
 
 
+@pytest.mark.slow
 def test_a_dev_version_leaves_torch_to_the_user_by_default_and_a_pyproject_can_say_otherwise(wheel_x86_64, tmp_path):
     name = wheel_x86_64.name.replace("1.5.1", "1.6.0.dev20261201")
     nightly = rewrite_wheel(wheel_x86_64, tmp_path / "wheel", new_name=name,
@@ -104,6 +107,7 @@ def _inspect_141(tmp_path, *args):
     return proc, report
 
 
+@pytest.mark.slow
 def test_without_a_waiver_the_finding_fails_and_the_windows_library_only_warns(tmp_path):
     proc, report = _inspect_141(tmp_path)
     out = proc.stdout
@@ -116,6 +120,7 @@ def test_without_a_waiver_the_finding_fails_and_the_windows_library_only_warns(t
     assert report["counts"] == {"pass": 10, "fail": 1, "skip": 0, "warn": 1, "waived": 0} and report["strict"] is False
 
 
+@pytest.mark.slow
 def test_a_waiver_with_a_reason_makes_the_fail_waived_and_the_row_pass(tmp_path):
     policy = _waiver(tmp_path, f'[[waive]]\ncheck = "one runtime core"\nmatch = "{QNN}"\n'
                                'reason = "QNN\'s AOT library is loaded by a QNN export only"\nuntil = "1.5.0"\n'
@@ -137,6 +142,7 @@ def test_a_waiver_with_a_reason_makes_the_fail_waived_and_the_row_pass(tmp_path)
     assert '<skipped message="WAIVED one runtime core: ' in junit and "WARN foreign files: " in junit
 
 
+@pytest.mark.slow
 def test_a_waiver_whose_match_is_not_in_the_finding_waives_nothing(tmp_path):
     policy = _waiver(tmp_path, '[[waive]]\ncheck = "one runtime core"\nmatch = "libsomething_else.so"\nreason = "not this one"\n')
     proc, report = _inspect_141(tmp_path, "--policy", str(policy))
@@ -144,6 +150,7 @@ def test_a_waiver_whose_match_is_not_in_the_finding_waives_nothing(tmp_path):
     assert "waiver unused: [[waive]] check = 'one runtime core', match = 'libsomething_else.so'" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("until", ['"1.4.1"', "2026-01-31"])
 def test_an_expired_waiver_lets_the_fail_stand_and_says_it_expired(tmp_path, until):
     policy = _waiver(tmp_path, f'[[waive]]\ncheck = "one runtime core"\nreason = "known"\nuntil = {until}\n')
@@ -155,6 +162,7 @@ def test_an_expired_waiver_lets_the_fail_stand_and_says_it_expired(tmp_path, unt
     assert next(c for c in report["checks"] if c["name"] == "one runtime core")["status"] == "fail"
 
 
+@pytest.mark.slow
 def test_strict_makes_a_warning_fail_from_the_policy_or_the_command_line(tmp_path):
     waive = '[[waive]]\ncheck = "one runtime core"\nreason = "known"\n'
     for args, policy_text in ((["--strict"], waive), ([], "strict = true\n" + waive)):
@@ -213,6 +221,7 @@ def _with_a_library_needing_nowhere(wheel_x86_64, tmp_path, patchelf) -> object:
     return rewrite_wheel(wheel_x86_64, tmp_path / "mutant", add={"executorch/lib/libnew_thing.so": library.read_bytes()})
 
 
+@pytest.mark.slow
 def test_waivers_of_each_known_finding_pass_the_real_wheel(wheel_x86_64, tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text(KNOWN_1_5_1)
@@ -221,6 +230,7 @@ def test_waivers_of_each_known_finding_pass_the_real_wheel(wheel_x86_64, tmp_pat
     assert "inspect-cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped, 2 waived in " in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_new_finding_of_a_waived_check_is_not_waived_with_the_known_ones(wheel_x86_64, tmp_path, patchelf):
     """Before issue 48's fix, the match was looked for in the whole reason, which holds the known findings: the new
     library's was waived with them, `10 passed, 0 failed, 2 waived`, and its name never printed."""
@@ -241,6 +251,7 @@ def test_a_new_finding_of_a_waived_check_is_not_waived_with_the_known_ones(wheel
     assert all(f["waiver"]["match"] == TORCH_FINDINGS and TORCH_FINDINGS in f["finding"] for f in findings if f["waiver"])
 
 
+@pytest.mark.slow
 def test_an_expired_waiver_listed_first_does_not_shadow_one_in_force(tmp_path):
     """Before issue 48's fix the first waiver that matched decided: expired, the FAIL stood, and the waiver in force
     after it was said unused."""
@@ -253,6 +264,7 @@ def test_an_expired_waiver_listed_first_does_not_shadow_one_in_force(tmp_path):
     assert "waiver unused" not in out
 
 
+@pytest.mark.slow
 def test_a_pyproject_holding_the_gate_s_table_that_is_not_toml_is_one_error_line(wheel_x86_64, tmp_path):
     """Issue 48: strict = true there, and one TOML error elsewhere in the file: the policy was dropped in silence, the
     defaults held and the run passed what strict would have failed. Someone else's broken pyproject (no gate table) is

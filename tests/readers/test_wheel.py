@@ -91,6 +91,7 @@ def _zip(path):
 
 # --- an untrusted wheel is refused by name ----------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("entry", "message"),
     [("../escape.txt", "climbs out of the tree with '..'"), ("/etc/passwd-copy", "is an absolute path")],
@@ -101,6 +102,7 @@ def test_unsafe_entries_are_refused(slim_x86_64, tmp_path, entry, message):
         read_wheel(bad)
 
 
+@pytest.mark.slow
 def test_a_link_out_of_the_tree_is_refused(slim_x86_64, tmp_path):
     bad = tmp_path / slim_x86_64.name
     rewrite_wheel(slim_x86_64, tmp_path)
@@ -237,6 +239,7 @@ METADATA_SHAPES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "make", "text"), METADATA_SHAPES, ids=[c for c, _, _ in METADATA_SHAPES])
 @pytest.mark.parametrize("command", ["inspect", "cpu_x86_64"])
 def test_a_wheel_of_the_wrong_shape_is_refused_before_anything_is_built(slim_x86_64, tmp_path, case, make, text, command):
@@ -248,6 +251,7 @@ def test_a_wheel_of_the_wrong_shape_is_refused_before_anything_is_built(slim_x86
     assert not any((tmp_path / "reports").glob("*.json"))  # no verdict on a wheel the gate could not read
 
 
+@pytest.mark.slow
 def test_every_public_cp311_wheel_still_reads(tmp_path):
     """1.0.0 to 1.5.1, both machines: the new refusals refuse none of them, and their tags agree with WHEEL."""
     from smoke.checks.tagged import check_wheel_tags
@@ -377,6 +381,7 @@ FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 SLOW = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @FAST
 @given(name=names())
 @example(name="executorch-1.5.1-cp311d-abi3-cp311.whl")  # found by the slow profile: int('11d') escaped check_interpreter
@@ -384,6 +389,7 @@ def test_any_file_name_is_read_or_refused_by_the_gate(tmp_path_factory, name):
     _name_case(tmp_path_factory, name)
 
 
+@pytest.mark.slow
 @FAST
 @given(chosen=members())
 def test_any_wheel_metadata_is_read_or_refused_by_the_gate(tmp_path_factory, chosen):
