@@ -73,8 +73,10 @@ def _said(text: str) -> str:
     return " ".join(text.split())
 
 
-def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> dict:
-    """Load ``paths`` in order with RTLD_NOW in a fork of this process, its output to ``log``.
+def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S, at_exit: bool = False) -> dict:
+    """Load ``paths`` in order with RTLD_NOW in a fork of this process, its output to ``log``. ``at_exit``: the fork then
+    ends through the C library's ``exit``, which runs the loaded libraries' destructors (``os._exit`` skips them), so
+    that one that ends the process as it exits is seen (executorch#22653: a destructor that calls abort).
 
     What happened, as data: ``reached`` (the last load begun), ``errors``, ``signal``, ``exit``, ``output`` (by index),
     and ``ended``, whether it said it reached its end (an initializer that ends the process, ``_exit(0)`` included,
@@ -84,6 +86,7 @@ def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> 
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the fork: its own output, its own time limit; it never returns
+        ended = False
         try:
             os.close(read)
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -100,9 +103,15 @@ def load_in_fork(paths: list[str], log: Path, timeout: int = LOAD_TIMEOUT_S) -> 
                     os.write(write, (json.dumps({"error": index, "message": _said(str(exc))}) + "\n").encode())
             os.write(write, (json.dumps({"mapped": mapped()}) + "\n").encode())
             os.write(write, (json.dumps({"end": len(paths)}) + "\n").encode())  # it reached its end (below)
+            ended = True
         except BaseException as exc:  # noqa: BLE001 - said, then the fork ends
             os.write(write, (json.dumps({"broken": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
         finally:
+            if ended and at_exit:
+                try:
+                    ctypes.CDLL(None).exit(0)  # the destructors run; it does not return
+                finally:
+                    os._exit(0)
             os._exit(0)
     os.close(write)
     events = []
@@ -145,12 +154,18 @@ def split_output(log: Path) -> dict[int, str]:
     return split_marked(data.decode(errors="replace"), MARK)[0]
 
 
-def alone(path: str, log: Path) -> dict:
-    """One library loaded in a fork: ``error`` is None when it loaded."""
+def alone(path: str, log: Path, at_exit: bool = False) -> dict:
+    """One library loaded in a fork: ``error`` is None when it loaded (and, ``at_exit``, its process then exited
+    cleanly with its destructors run: ``load_in_fork``)."""
     start = time.monotonic()
-    ran = load_in_fork([path], log)
+    ran = load_in_fork([path], log, at_exit=at_exit)
     output = ran["output"].get(0, "")
-    if ran["signal"]:
+    exited = bool(ran["ended"] and (ran["signal"] or ran["exit"]))
+    if exited:  # only where at_exit: it loaded, then its exit went wrong
+        how = f"was ended by {ran['signal']}" if ran["signal"] else f"exited {ran['exit']}"
+        error = (f"it loaded, then the process {how} as it exited (its destructors run): a destructor of it, or of a "
+                 f"library it loaded, ends the process (executorch#22653): {proc.tail(output) or 'it printed nothing'}")
+    elif ran["signal"]:
         why = "ran past its {} s limit".format(LOAD_TIMEOUT_S) if ran["signal"] == "SIGALRM" else "crashed or aborted"
         error = f"the process was ended by {ran['signal']} while loading it ({why}): {proc.tail(output) or 'it printed nothing'}"
     elif 0 in ran["errors"]:
@@ -163,7 +178,8 @@ def alone(path: str, log: Path) -> dict:
                  f"ends the process: {proc.tail(output) or 'it printed nothing'}")
     else:
         error = None
-    return {"error": error, "seconds": round(time.monotonic() - start, 3), "mapped": ran["mapped"] if error is None else []}
+    return {"error": error, "seconds": round(time.monotonic() - start, 3), "mapped": ran["mapped"] if error is None else [],
+            **({"at_exit": True} if exited else {})}
 
 
 EXTENSION_MODULE = re.compile(r"\.(cpython-[^/]*|abi3)\.so$")
@@ -261,8 +277,10 @@ def loads_main(out: Path, parts: tuple[str, ...] = PARTS) -> int:
     if "before" in parts:
         if "torch" in sys.modules:
             raise RuntimeError("the loads before torch are run in a process that has imported torch")
-        verdict["before"] = through_loaders({path: alone(where, work / "alone-before.log") for path, where in libraries},
-                                            libraries)
+        # Before torch, the fork holds nothing but the interpreter and this library: its exit runs their destructors
+        # (after torch, torch's own would run too, whose end is not the wheel's to answer for).
+        verdict["before"] = through_loaders({path: alone(where, work / "alone-before.log", at_exit=True)
+                                             for path, where in libraries}, libraries)
     if "after" in parts:
         try:
             import torch  # noqa: F401
@@ -386,13 +404,15 @@ def judge(verdict: dict) -> list[CheckResult]:
                                               f"after import torch{stand_in}{_via(after)}", **measured))
     # Loaded before import torch: what fails only here relies on torch having been imported.
     alone_broken = {path: before[path]["error"] for path in libraries if before[path]["error"] is not None}
-    only_after = [p for p in alone_broken if p in after and after[p]["error"] is None]
+    at_exit = [p for p in alone_broken if before[p].get("at_exit")]  # loaded, then ended the process as it exited
+    only_after = [p for p in alone_broken if p not in at_exit and p in after and after[p]["error"] is None]
     never = [p for p in alone_broken if p not in only_after]
-    measured = {"libraries": libraries, "only_after_torch": only_after, "failed": alone_broken}
+    measured = {"libraries": libraries, "only_after_torch": only_after, "failed": alone_broken, "at_exit": at_exit}
     problems = [f"{p} loads only after import torch: alone, {alone_broken[p]}" for p in only_after]
     problems += [f"{p}: {alone_broken[p]}" for p in never]
     if problems:
-        results.append(failed(BEFORE_TORCH.name, f"{len(alone_broken)} of {n} do not load (RTLD_NOW) in a process that has not "
+        how = "do not load (RTLD_NOW), or end the process as it exits," if at_exit else "do not load (RTLD_NOW)"
+        results.append(failed(BEFORE_TORCH.name, f"{len(alone_broken)} of {n} {how} in a process that has not "
                                                  f"imported torch: " + _listed(problems), **measured))
     else:
         results.append(passed(BEFORE_TORCH.name, f"all {n} load with every symbol bound (RTLD_NOW), each in a process of its own "

@@ -284,6 +284,10 @@ def judge_child(outcome: ChildOutcome, timeout: float, log: Path) -> CheckResult
         return failed(CHILD_PROCESS.name, f"wrote {outcome.bad_count} lines that are not check records, first: {outcome.bad_lines[0]!r}")
     if outcome.returncode and outcome.returncode < 0:
         sig = signal.Signals(-outcome.returncode).name
+        if outcome.finished:  # its end record written: the work was done, the process died as it exited
+            return failed(CHILD_PROCESS.name, f"ended by {sig} as it exited, after its work was done and recorded (the "
+                                              f"checks above stand): a destructor of a library it loaded ends the process "
+                                              f"(executorch#22653; see libraries load before torch); last output: {tail}")
         return failed(CHILD_PROCESS.name, f"ended by {sig}{where}; last output: {tail}")
     if not outcome.finished:
         return failed(CHILD_PROCESS.name, f"exited {outcome.returncode}{where} before finishing; last output: {tail}")

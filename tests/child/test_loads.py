@@ -262,3 +262,34 @@ def test_a_library_that_ends_the_one_process_with_exit_1_fails_registered_once(r
         "FAIL registered once: loading the 5 libraries into one process (after import torch, in path order): "
         f"executorch/lib/libzzz_exits.so ends the process when loaded after {QUANTIZED}: the process ended (exit 1) "
         "during this load, before the loads after it: it printed nothing")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library whose destructor aborts")
+def test_a_library_whose_destructor_aborts_at_exit_is_named_as_such(real_files, tmp_path, how):
+    """Issue 48 (executorch#22653): a shipped library whose destructor calls abort() was caught only end to end, as
+    'child process ended by SIGABRT', with no line naming it: the loads' forks ended with os._exit, which skips the
+    destructors. Loaded before torch, its fork now exits through exit(): the library is named, and why."""
+    source = tmp_path / "dies.c"
+    source.write_text('#include <stdio.h>\n#include <stdlib.h>\n'
+                      '__attribute__((destructor)) static void f(void) { fprintf(stderr, "teardown failed\\n"); abort(); }\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libdies.so"), str(source)], check=True)
+    real_files["executorch/lib/libdies.so"] = (tmp_path / "libdies.so").read_bytes()
+    results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
+    assert results["libraries load"].status is Status.PASS  # it loads: the defect is at exit
+    before = results["libraries load before torch"]
+    assert before.line() == (
+        "FAIL libraries load before torch: 1 of 5 do not load (RTLD_NOW), or end the process as it exits, in a process that "
+        "has not imported torch: executorch/lib/libdies.so: it loaded, then the process was ended by SIGABRT as it exited "
+        "(its destructors run): a destructor of it, or of a library it loaded, ends the process (executorch#22653): "
+        "teardown failed")
+    assert before.measured["at_exit"] == ["executorch/lib/libdies.so"] and before.measured["only_after_torch"] == []
+
+
+def test_a_child_that_dies_as_it_exits_after_its_end_record_is_named_so():
+    from smoke.environment.follow import ChildOutcome, judge_child
+
+    outcome = ChildOutcome({}, True, -6, False, None, [])
+    result = judge_child(outcome, 600, Path("/nonexistent/child.log"))
+    assert result is not None and result.line().startswith(
+        "FAIL child process: ended by SIGABRT as it exited, after its work was done and recorded (the checks above stand): "
+        "a destructor of a library it loaded ends the process (executorch#22653; see libraries load before torch)")

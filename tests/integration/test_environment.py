@@ -94,3 +94,40 @@ def test_uv_and_pip_install_the_same_versions(declared_x86_64, tmp_path):
     assert {n: v for n, (v, _) in uv.items() if n not in seeds} == {n: v for n, (v, _) in pip.items() if n not in seeds}
     assert uv["torch"][1] == "uv" and uv["executorch"][1] == "uv"
     assert pip["torch"][1] == "pip" and pip["executorch"][1] == "pip"
+
+
+@pytest.mark.slow
+def test_a_gate_killed_with_sigkill_while_the_child_works_leaves_no_helper_running_or_writing(declared_x86_64, tmp_path):
+    """Issue 48: killed 3 s after its child started, the gate left 2 to 4 of the child's helpers (the extension
+    modules' interpreter, the library loads' forks) re-parented to init, writing into the work folder after its lock
+    was gone. Every process of the environment ends with the gate (its warden, smoke.proc), and nothing is written
+    after the kill."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import REPO
+
+    env_dir, work, out = tmp_path / "env", tmp_path / "work", tmp_path / "gate.out"
+    args = [sys.executable, "-m", "smoke", "cpu_x86_64", str(declared_x86_64), "--env-dir", str(env_dir)]
+    built = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert "cpu_x86_64: PASSED" in built.stdout, built.stdout + built.stderr
+    with out.open("w") as handle:
+        gate = subprocess.Popen([*args, "--reuse-env", "--workdir", str(work)], cwd=REPO, stdout=handle, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while "running the child" not in out.read_text():
+        assert gate.poll() is None and time.monotonic() < deadline, out.read_text()
+        time.sleep(0.1)
+    time.sleep(3)  # the child imports torch; its helpers import the extension modules and load the libraries
+    assert _processes_mentioning(str(env_dir)), "nothing of the environment ran when the gate was killed"
+    gate.send_signal(signal.SIGKILL)
+    gate.wait()
+    killed = time.time()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(env_dir)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(env_dir)) == []
+    time.sleep(2)  # anything still writing would have written by now
+    late = [str(p) for p in work.rglob("*") if p.is_file() and p.stat().st_mtime > killed + 0.5]
+    assert late == []
