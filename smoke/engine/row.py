@@ -28,7 +28,7 @@ from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
 from smoke.environment import download, installer, loaderenv
 from smoke.environment import folders as owned
-from smoke.environment.follow import ChildEvents, StopChild, judge_child, run_child
+from smoke.environment.follow import ChildEvents, RefusedRecord, StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
 from smoke.readers import pairing, settings
 from smoke.readers import wheel as wheels
@@ -488,12 +488,23 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
         for check in pipeline.for_row(row, stages.ENVIRONMENT):
             emit(run, skipped(check.name, "not run: the child ended before it reported torch and the runtime (see child process)"))
     verdict = judge_child(outcome, options.timeout, log)
+    if verdict is None and outcome.finished and not options.fail_fast and (missing := unreported(row, run.results)):
+        # It said it had finished (its end record), yet reports the row must receive never came: the probe, the
+        # extension modules, the loads (issue 48: code of the wheel wrote an end record and left).
+        verdict = failed(stages.CHILD_PROCESS.name, f"ended saying it had finished, but never reported: {', '.join(missing)}; "
+                                                    f"last output: {proc.file_tail(log)}", unreported=missing)
     if verdict is not None:
         emit(run, verdict)
     if row.execution_required and (unrun := unexecuted(run.results)):
         emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
                                                f"{'; '.join(unrun)}", unrun=unrun))
     return work
+
+
+# The checks the parent judges itself, from the files the exports wrote, read by its own readers
+# (``smoke.checks.exported.judge_exports``): a record of one from the child is refused (issue 48: code of the wheel,
+# which runs in the child, wrote PASS records of them).
+PARENT_JUDGED = frozenset((*stages.DELEGATE.names(), *stages.DATA_FILE.names(), stages.WEIGHTS.name))
 
 
 class RowEvents(ChildEvents):
@@ -505,6 +516,9 @@ class RowEvents(ChildEvents):
         self.context, self.wheel, self.files, self.workdir = context, wheel, files, workdir
 
     def check(self, result: CheckResult) -> None:
+        if result.name in PARENT_JUDGED:
+            raise RefusedRecord(f"a record of {result.name!r}, which the parent judges itself from the files the "
+                                f"exports wrote: not the child's to write (code of the wheel forging the run?)")
         emit(self.context.run, result)
 
     def phase(self, name: str, seconds: float | None) -> None:
@@ -533,6 +547,13 @@ class RowEvents(ChildEvents):
         """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""
         if not self.files.take():
             raise StopChild
+
+
+def unreported(row: Row, results: list[CheckResult]) -> list[str]:
+    """The results of the environment's and the child's checks the row declares that were never reported."""
+    reported = {result.name for result in results}
+    return [name for stage in (stages.ENVIRONMENT, stages.CHILD) for check in pipeline.for_row(row, stage)
+            if check not in (stages.CHILD_PROCESS, stages.EXECUTED) for name in check.names() if name not in reported]
 
 
 def unexecuted(results: list[CheckResult]) -> list[str]:

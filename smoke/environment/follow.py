@@ -61,6 +61,11 @@ class StopChild(Exception):
     """Raised by a handler of ``ChildEvents`` to end the child now (fail-fast)."""
 
 
+class RefusedRecord(Exception):
+    """Raised by ``ChildEvents.check`` for a record the child may not write: counted as a line that is not a check
+    record (``child process`` FAILs, quoting why)."""
+
+
 class ChildEvents:
     """What the parent does with the child's messages (``smoke.protocol``), one object: a check reported, a phase
     ended, the environment probed, a question asked, the child started. Each default does nothing (a question gets an
@@ -105,7 +110,10 @@ def _parse_line(line: str, outcome: ChildOutcome, events: ChildEvents | Callable
         outcome.bad(line if exc.quote_line else str(exc))
         return None
     if isinstance(message, protocol.Check):
-        events.check(message.result)
+        try:
+            events.check(message.result)
+        except RefusedRecord as exc:
+            outcome.bad(str(exc))
     elif isinstance(message, protocol.Phase):
         if message.event == "start":
             outcome.last_phase = message.name

@@ -81,3 +81,52 @@ def test_the_row_fails_a_real_wheel_whose_extension_finds_libtorch_only_after_to
     assert f"{QUANTIZED_COPY} registers again what {QUANTIZED} registered" in once
     assert f"FAIL no duplicate content: {QUANTIZED} and {QUANTIZED_COPY} are the same {len(quantized)} B" in out
     assert "PASS libraries load: " in out  # after import torch, every library loads: the hole the old order left
+
+
+# Code a wheel could ship in a module the child imports: it finds the run's token (a module global before issue 48; a
+# local of the child's first frame now, found by walking the frames), writes a PASS record of every check the release
+# rule requires and the end record, and leaves.
+FORGER = '''
+import json as _json, os as _os, sys as _sys
+def _forge():
+    token = getattr(_sys.modules.get("__main__"), "token", "")
+    frame = _sys._getframe()
+    while not token and frame is not None:
+        found = frame.f_locals.get("token")
+        token = found if isinstance(found, str) else ""
+        frame = frame.f_back
+    names = ["export (weighted)", "export (weightless)", "delegate (weighted)", "delegate (weightless)",
+             "data file (weighted)", "data file (weightless)", "weights in the data file", "run with data file (weighted)",
+             "run with data file (weightless)", "negative control (weighted, no data file)", "portable kernels"]
+    with open(_sys.argv[3], "a") as record:
+        for name in names:
+            record.write(_json.dumps({"kind": "check", "v": 1, "name": name, "status": "pass", "reason": "forged",
+                                      "measured": {}}) + "\\n")
+        record.write(_json.dumps({"kind": "end", "v": 1, "token": token}) + "\\n")
+    _os._exit(0)
+if len(_sys.argv) > 3 and _sys.argv[3].endswith("record.jsonl"):
+    _forge()
+'''
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_code_forges_the_childs_records_fails(declared_x86_64, tmp_path):
+    """Issue 48: executorch/exir/__init__.py, which the child imports, read the token, wrote PASS records of every
+    must-execute check and the end record, and left: 'PASSED: 23 passed, 0 failed, 3 skipped', nothing exported, loaded
+    or run. The parent refuses records of the checks it judges itself from the exported files (they never came, so the
+    row must execute FAILs), and a child that says it finished without the reports the row needs FAILs."""
+    from tests.helpers import nox
+
+    init = "executorch/exir/__init__.py"
+    with zipfile.ZipFile(declared_x86_64) as archive:
+        original = archive.read(init)
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={init: FORGER.encode() + original})
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"))
+    out = proc.stdout
+    assert proc.returncode == 1 and "cpu_x86_64: FAILED" in out, out + proc.stderr
+    child = next(line for line in out.splitlines() if line.startswith("FAIL child process: "))
+    assert "a record of 'delegate (weighted)', which the parent judges itself from the files the exports wrote" in child
+    executed = next(line for line in out.splitlines() if line.startswith("FAIL must execute: "))
+    assert "delegate (weighted)" in executed and "not reported" in executed
+    for name in ("delegate (weighted)", "data file (weighted)", "weights in the data file"):
+        assert not any(line.startswith(f"PASS {name}:") for line in out.splitlines()), name
