@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from smoke.checks import duplicates, foreign, linux, macos, requirements, startup, tagged, windows
+from smoke.checks import duplicates, foreign, linux, macos, requirements, startup, tagged, toplevel, windows
 from smoke.checks.kinds import EnvironmentCheck, FileCheck
 from smoke.child import loads
 from smoke.readers.systems import LINUX, MACOS, SYSTEMS, WINDOWS
@@ -27,7 +27,8 @@ BY_SYSTEM = {LINUX: linux, MACOS: macos, WINDOWS: windows}
 def common_file(system: str = LINUX) -> tuple[FileCheck, ...]:
     """Every row's wheel-file checks, for a wheel of that system (``Row.system``)."""
     own = BY_SYSTEM[system]
-    return (*tagged.CHECKS, *foreign.CHECKS, *startup.CHECKS, *requirements.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS)
+    return (*tagged.CHECKS, *foreign.CHECKS, *startup.CHECKS, *requirements.CHECKS, *own.FILE_CHECKS, *duplicates.CHECKS,
+            *toplevel.CHECKS)
 
 
 def common(system: str = LINUX) -> tuple[Check[Any], ...]:

@@ -1,0 +1,49 @@
+"""smoke.checks.toplevel: top_level.txt names only what the wheel installs (issue 48, executorch#22267)."""
+
+from __future__ import annotations
+
+import pytest
+
+from smoke.checks.toplevel import check_top_level_names
+from smoke.readers.wheel import read_wheel
+from smoke.readers.wheelcopy import rewrite_wheel
+from smoke.results import Status
+from smoke.rows import ROWS
+from tests.helpers import line, release_wheel, smoke
+
+ROW = ROWS["cpu_x86_64"]
+
+
+@pytest.mark.network
+def test_pypi_1_4_1_lists_nine_build_recipe_strings_and_warns_naming_them():
+    """PyPI's real 1.4.1 (executorch#22267): nine '@EXECUTORCH_BuiltFile_...' lines beside executorch. inspect drew no
+    finding from it before."""
+    proc = smoke("inspect", release_wheel("1.4.1"), "--row", "cpu_x86_64")
+    assert line(proc, "WARN top-level names: ").startswith(
+        "WARN top-level names: executorch-1.4.1.dist-info/top_level.txt lists 9 of its 10 names that the wheel installs "
+        "nothing under: '@EXECUTORCH_BuiltFile_%CMAKE_CACHE_DIR%/backends/cuda/%BUILD_TYPE%/libaoti_cuda_shims', ")
+    assert line(proc, "WARN top-level names: ").endswith(
+        "(and 7 more); tools that read it to find a name's distribution are misled (executorch#22267): list only the "
+        "package's own top-level names")
+
+
+def test_1_5_1_lists_executorch_alone_and_passes(slim_x86_64):
+    result = check_top_level_names(read_wheel(slim_x86_64), ROW, None)
+    assert result.line() == "PASS top-level names: executorch-1.5.1.dist-info/top_level.txt lists executorch, each installed"
+
+
+@pytest.mark.parametrize(("text", "status", "said"), [
+    ("executorch\nnot_shipped\n", Status.WARN, "lists 1 of its 2 names that the wheel installs nothing under: 'not_shipped'"),
+    ("executorch\n\n", Status.PASS, "lists executorch, each installed"),
+])
+def test_a_listed_name_the_wheel_does_not_install_warns(slim_x86_64, tmp_path, text, status, said):
+    info = "executorch-1.5.1.dist-info/top_level.txt"
+    mutant = rewrite_wheel(slim_x86_64, tmp_path, add={info: text.encode()})
+    result = check_top_level_names(read_wheel(mutant), ROW, None)
+    assert result.status is status and said in result.reason, result.line()
+
+
+def test_a_wheel_without_top_level_txt_passes_saying_so(slim_x86_64, tmp_path):
+    mutant = rewrite_wheel(slim_x86_64, tmp_path, drop=("executorch-1.5.1.dist-info/top_level.txt",))
+    result = check_top_level_names(read_wheel(mutant), ROW, None)
+    assert result.line() == "PASS top-level names: the wheel has no top_level.txt, which nothing requires (setuptools writes one)"
