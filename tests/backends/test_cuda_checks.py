@@ -44,7 +44,7 @@ def test_cuda_wheel_passes_every_file_check(cuda_wheel, cuobjdump):
                                          "torch requirement", "CUDA build", "CUDA libraries",
                                          "CUDA runtime declared",
                                          "library RUNPATH", "libraries resolve", "one runtime core", "no duplicate content",
-                                         "imports declared", "device code", "wheel RECORD"]
+                                         "imports declared", "top-level names", "device code", "wheel RECORD"]
     # The slim wheel ships no Python module, so `imports declared` has nothing to scan: a SKIP that says so.
     assert all(r.status is Status.PASS for r in results if r.name != "imports declared"), [r.line() for r in results]
     assert next(r for r in results if r.name == "imports declared").line().startswith(
