@@ -145,7 +145,7 @@ def _chooses_workers(args: list[str]) -> bool:
 
 @nox.session(python="3.11", reuse_venv=True)
 def tests(session: nox.Session) -> None:
-    """The gate's own tests: the fast ones, then the integration runs (tests/integration); pytest --ignore=tests/integration -m 'not slow' for the fast ones alone."""
+    """The gate's own tests, on every core: the fast ones, then the integration runs (tests/integration); -- -m 'not slow' for the fast tier alone."""
     _install_said(session, "requirements-test.txt")
     given = list(session.posargs)
     args = given
