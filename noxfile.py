@@ -11,6 +11,7 @@ built; ``smoke.environment.build`` then builds the isolated one. Options: ``--he
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import nox
 from nox.command import CommandFailed
+from packaging.utils import canonicalize_name
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -107,14 +109,17 @@ def _names_paths(args: list[str]) -> bool:
     return any(not arg.startswith("-") and Path(arg.split("::", 1)[0]).exists() for arg in args)
 
 
-def _tree_bytes(folder: Path) -> int:
+def _installed_bytes(location: Path, installed: list[dict]) -> int:
+    """The bytes of the files pip installed for the distributions of its report: their RECORD's sizes, read from the
+    environment's site-packages (no walk of the environment, and none where nothing was installed)."""
+    if not installed:
+        return 0
+    names = {canonicalize_name(str(item["metadata"]["name"])) for item in installed}
     total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
+    for record in location.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        if canonicalize_name(record.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0]) in names:
+            total += sum(int(row[2]) for row in csv.reader(record.read_text(encoding="utf-8").splitlines())
+                         if len(row) >= 3 and row[2].isdigit())
     return total
 
 
@@ -123,18 +128,20 @@ def _install_said(session: nox.Session, requirements: str) -> None:
     --report): the first time it fetches torch and executorch, gigabytes; later, nothing."""
     report = Path(session.create_tmp()) / "pip-install-report.json"
     location = Path(session.virtualenv.location)
-    before, start = _tree_bytes(location), time.monotonic()
+    start = time.monotonic()
     session.install("-r", requirements, "--report", str(report))
-    seconds, grown = time.monotonic() - start, _tree_bytes(location) - before
+    seconds = time.monotonic() - start
     installed = json.loads(report.read_text(encoding="utf-8")).get("install", []) if report.is_file() else []
     remote = sorted(f"{item['metadata']['name']} {item['metadata']['version']}" for item in installed
                     if str(item.get("download_info", {}).get("url", "")).startswith(("http://", "https://")))
+
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'' if n == 1 else 's'}"
 
     session.log(f"the tests' environment ({location}): {count(len(installed), 'package')} installed, {len(remote)} of them "
                 f"from a package index over the network (pip's cache serves those it holds)"
-                f"{': ' + ', '.join(remote) if remote else ''}; {max(grown, 0) / 1e6:.0f} MB added, in {seconds:.0f} s")
+                f"{': ' + ', '.join(remote) if remote else ''}; {_installed_bytes(location, installed) / 1e6:.0f} MB of files "
+                f"installed, in {seconds:.0f} s")
 
 
 def _chooses_workers(args: list[str]) -> bool:
