@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from flatbuffers.table import Table
 
 from smoke.backends import for_delegate
+from smoke.readers.filekind import not_regular
 from smoke.readers.tables import ArtifactError, data_segments, guard, root, slot, string, ubytes, uint, vector
 
 # program.fbs field indices.
@@ -177,15 +177,13 @@ def missing_keys(program: Program, data_files: list["DataFile"]) -> list[str] | 
     return [key for key in program.expected_keys if key not in held]
 
 
-# What is not a regular file, by its st_mode: each is refused before it is opened (a FIFO's open waits for a writer).
-_NOT_FILES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 # Compared a chunk at a time when a blob is checked for zeros (whatever the blob's size).
 _ZERO_CHUNK = bytes(1 << 20)
 
 
 def _not_a_file(path: str, mode: int) -> ArtifactError | None:
-    kind = next((name for test, name in _NOT_FILES if test(mode)), None if stat.S_ISREG(mode) else "not a regular file")
+    """What is not a regular file, refused before it is opened (``smoke.readers.filekind``)."""
+    kind = not_regular(mode)
     return ArtifactError(f"{path!r} is {kind}, not a .pte or .ptd file") if kind else None
 
 

@@ -12,11 +12,11 @@ lowering for Windows from any host. It is expected beside ``libaoti_cuda_shims.s
 
 from __future__ import annotations
 
-import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from smoke.checks.kinds import FileCheck
+from smoke.checks.resolve import is_extension_module
 from smoke.readers import native, releases
 from smoke.readers.systems import SYSTEMS, WINDOWS_LIBRARY
 from smoke.results import CheckResult, passed, warned
@@ -32,16 +32,13 @@ if TYPE_CHECKING:
 SHIPPED_WITH = releases.shipped_on_purpose()
 
 
-# A Python extension module, by the suffixes CPython's importer takes on each system (importlib.machinery.
-# EXTENSION_SUFFIXES: ``.cpython-311-x86_64-linux-gnu.so``, ``.cpython-311-darwin.so``, ``.abi3.so``, ``.cp311-win_amd64.pyd``,
-# ``.pyd``). One of another system's format is imported where the tag says, and cannot be: not a stray file (a WARN
-# above) but a module that fails to import (issue 48: a Linux build retagged for macOS or Windows passed).
-_EXTENSION = re.compile(r"\.(cpython-[^/.]+|abi3)\.so$|\.pyd$", re.IGNORECASE)
-
-
 def other_extensions(binaries: native.Binaries, own: str) -> list[str]:
-    """The wheel's extension modules whose first bytes are another system's native format than ``own``."""
-    return sorted(name for name, kind in binaries.kinds.items() if kind != own and _EXTENSION.search(name))
+    """The wheel's extension modules (``resolve.is_extension_module``: ``.cpython-*.so``, ``.abi3.so``; and ``.pyd``)
+    whose first bytes are another system's native format than ``own``. Such a module is imported where the tag says,
+    and cannot be: not a stray file (a WARN above) but a module that fails to import (issue 48: a Linux build retagged
+    for macOS or Windows passed)."""
+    return sorted(name for name, kind in binaries.kinds.items()
+                  if kind != own and (is_extension_module(name) or name.lower().endswith(".pyd")))
 
 
 def expected(binaries: native.Binaries, files) -> list[str]:

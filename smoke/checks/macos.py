@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from smoke.checks import foreign, imports, installed, shipped
 from smoke.checks.kinds import EnvironmentCheck, FileCheck
+from smoke.checks.resolve import is_extension_module
 from smoke.readers import elf, native
 from smoke.readers.systems import MACHO, MACOS
 from smoke.readers.wheel import Providers
@@ -178,11 +179,6 @@ def check_rpaths(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
         return failed(name, "; ".join(problems[:3]) + more, problems=problems, **measured)
     return passed(name, f"{len(binaries.machos)} Mach-O files, every LC_RPATH entry @loader_path-relative inside the environment"
                         + not_judged(skipped), **measured)
-
-
-def is_extension_module(path: str) -> bool:
-    name = PurePosixPath(path).name
-    return name.endswith(".so") and (".cpython-" in name or name.endswith(".abi3.so"))
 
 
 def check_dylibs_resolve(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:

@@ -405,12 +405,17 @@ def files_checked(context: Context, judged: Judged) -> FileWork | Stop:
     return files
 
 
+def installed_half(row: Row) -> list[str]:
+    """The results of the row's checks of the environment and the child, in order (``child process`` and ``must
+    execute`` aside: those report only a failure)."""
+    return [name for stage in (stages.ENVIRONMENT, stages.CHILD) for check in pipeline.for_row(row, stage)
+            if check not in (stages.CHILD_PROCESS, stages.EXECUTED) for name in check.names()]
+
+
 def skip_installed_half(context: Context, why: str) -> None:
     """Every check of the environment and the child, recorded as skipped for ``why`` (printed, never silent)."""
-    for check in (*pipeline.for_row(context.row, stages.ENVIRONMENT), *pipeline.for_row(context.row, stages.CHILD)):
-        if check is not stages.CHILD_PROCESS:
-            for result_name in check.names():
-                emit(context.run, skipped(result_name, why))
+    for result_name in installed_half(context.row):
+        emit(context.run, skipped(result_name, why))
 
 
 def environment_built(context: Context, judged: Judged, files: FileWork) -> Built | Stop:
@@ -552,8 +557,7 @@ class RowEvents(ChildEvents):
 def unreported(row: Row, results: list[CheckResult]) -> list[str]:
     """The results of the environment's and the child's checks the row declares that were never reported."""
     reported = {result.name for result in results}
-    return [name for stage in (stages.ENVIRONMENT, stages.CHILD) for check in pipeline.for_row(row, stage)
-            if check not in (stages.CHILD_PROCESS, stages.EXECUTED) for name in check.names() if name not in reported]
+    return [name for name in installed_half(row) if name not in reported]
 
 
 def unexecuted(results: list[CheckResult]) -> list[str]:

@@ -15,7 +15,6 @@ import dataclasses
 import datetime
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from smoke.errors import GateError
+from smoke.readers.filekind import not_regular
 from smoke.readers.wheel import Wheel
 from smoke.results import CheckResult, Status
 
@@ -48,20 +48,12 @@ class PolicyError(GateError):
 
 # The most of a policy file the gate reads: docs/examples' policies are under 1 kB; a file of a megabyte is not one.
 MAX_POLICY_BYTES = 1 << 20
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _kind(mode: int) -> str | None:
-    return None if stat.S_ISREG(mode) else next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def _policy_bytes(path: Path, where: str, fix: str) -> bytes:
     """At most ``MAX_POLICY_BYTES`` of a regular file; a FIFO or a device (/dev/zero) is refused before it is read,
     and never opened in a way that waits (issue 48: a FIFO hung the gate, /dev/zero ended in a MemoryError)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # an OSError is the caller's
     try:
-        if (kind := _kind(os.fstat(fd).st_mode)) is not None:
+        if (kind := not_regular(os.fstat(fd).st_mode)) is not None:
             raise PolicyError(f"{where} is {kind}, not a TOML file; {fix}")
         data = os.read(fd, MAX_POLICY_BYTES + 1)
         while len(data) <= MAX_POLICY_BYTES and (more := os.read(fd, MAX_POLICY_BYTES + 1 - len(data))):

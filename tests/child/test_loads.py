@@ -140,13 +140,19 @@ def test_a_kernel_library_shipped_twice_aborts_on_the_second_registration_and_bo
     assert "Re-registering quantized_decomposed::" in line and line.endswith("(and the process was ended by SIGABRT)")
 
 
+def _library(tmp_path: Path, name: str, body: str, when: str = "constructor") -> bytes:
+    """A shared library, made with cc, whose ``when`` function (constructor: as it loads; destructor: as the process
+    exits) runs ``body``."""
+    source = tmp_path / f"{name}.c"
+    source.write_text("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+                      f"__attribute__(({when})) static void run(void) {{ {body} }}\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / f"{name}.so"), str(source), "-ldl"], check=True)
+    return (tmp_path / f"{name}.so").read_bytes()
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that aborts as it loads")
 def test_a_library_whose_initializer_aborts_is_named_with_the_signal_and_the_others_still_judged(real_files, tmp_path, how):
-    source = tmp_path / "aborts.c"
-    source.write_text('#include <stdio.h>\n#include <stdlib.h>\n'
-                      '__attribute__((constructor)) static void f(void) { fprintf(stderr, "static init failed\\n"); abort(); }\n')
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libaborts.so"), str(source)], check=True)
-    real_files["executorch/lib/libaborts.so"] = (tmp_path / "libaborts.so").read_bytes()
+    real_files["executorch/lib/libaborts.so"] = _library(tmp_path, "libaborts", 'fprintf(stderr, "static init failed\\n"); abort();')
     results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert results["libraries load"].line() == (
         "FAIL libraries load: 1 of 5 do not load with every symbol bound (RTLD_NOW), each in a process of its own after "
@@ -227,14 +233,6 @@ def test_registered_once_names_who_registered_first_as_far_as_it_was_found(incid
 
 # --- a process counts as done only when it says it reached its end (issue 37) ------------------------
 
-def _library(tmp_path: Path, name: str, body: str) -> bytes:
-    source = tmp_path / f"{name}.c"
-    source.write_text("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <unistd.h>\n"
-                      f"__attribute__((constructor)) static void init(void) {{ {body} }}\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / f"{name}.so"), str(source), "-ldl"], check=True)
-    return (tmp_path / f"{name}.so").read_bytes()
-
-
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to make a library that ends the process")
 def test_a_library_whose_initializer_exits_0_fails_and_does_not_hide_a_second_registration(real_files, tmp_path, how):
     # Its initializer calls _exit(0): before, each of its loads "loaded" (the process exited 0), and, loaded first
@@ -269,11 +267,8 @@ def test_a_library_whose_destructor_aborts_at_exit_is_named_as_such(real_files, 
     """Issue 48 (executorch#22653): a shipped library whose destructor calls abort() was caught only end to end, as
     'child process ended by SIGABRT', with no line naming it: the loads' forks ended with os._exit, which skips the
     destructors. Loaded before torch, its fork now exits through exit(): the library is named, and why."""
-    source = tmp_path / "dies.c"
-    source.write_text('#include <stdio.h>\n#include <stdlib.h>\n'
-                      '__attribute__((destructor)) static void f(void) { fprintf(stderr, "teardown failed\\n"); abort(); }\n')
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libdies.so"), str(source)], check=True)
-    real_files["executorch/lib/libdies.so"] = (tmp_path / "libdies.so").read_bytes()
+    real_files["executorch/lib/libdies.so"] = _library(tmp_path, "libdies", 'fprintf(stderr, "teardown failed\\n"); abort();',
+                                                      when="destructor")
     results = _loads(_install(tmp_path / "venv", real_files), tmp_path / "loads.json", how)
     assert results["libraries load"].status is Status.PASS  # it loads: the defect is at exit
     before = results["libraries load before torch"]
