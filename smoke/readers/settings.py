@@ -48,6 +48,8 @@ class PolicyError(GateError):
 
 # The most of a policy file the gate reads: docs/examples' policies are under 1 kB; a file of a megabyte is not one.
 MAX_POLICY_BYTES = 1 << 20
+
+
 def _policy_bytes(path: Path, where: str, fix: str) -> bytes:
     """At most ``MAX_POLICY_BYTES`` of a regular file; a FIFO or a device (/dev/zero) is refused before it is read,
     and never opened in a way that waits (issue 48: a FIFO hung the gate, /dev/zero ended in a MemoryError)."""
