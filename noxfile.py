@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,12 +127,15 @@ def _installed_bytes(location: Path, installed: list[dict]) -> int:
 def _install_said(session: nox.Session, requirements: str) -> None:
     """Install the requirements, then say what was installed, from where, how much and how long it took (pip's
     --report): the first time it fetches torch and executorch, gigabytes; later, nothing."""
-    report = Path(session.create_tmp()) / "pip-install-report.json"
+    # Not session.create_tmp(): it points TMPDIR at .nox/tests/tmp for every later command, which put the tests'
+    # environments (tens of GB) on the checkout's disk, not the machine's temporary one (a CI run ended in ENOSPC).
+    with tempfile.TemporaryDirectory(prefix="nox-install-report-") as scratch:
+        report = Path(scratch) / "pip-install-report.json"
+        start = time.monotonic()
+        session.install("-r", requirements, "--report", str(report))
+        seconds = time.monotonic() - start
+        installed = json.loads(report.read_text(encoding="utf-8")).get("install", []) if report.is_file() else []
     location = Path(session.virtualenv.location)
-    start = time.monotonic()
-    session.install("-r", requirements, "--report", str(report))
-    seconds = time.monotonic() - start
-    installed = json.loads(report.read_text(encoding="utf-8")).get("install", []) if report.is_file() else []
     remote = sorted(f"{item['metadata']['name']} {item['metadata']['version']}" for item in installed
                     if str(item.get("download_info", {}).get("url", "")).startswith(("http://", "https://")))
 

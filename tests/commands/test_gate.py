@@ -237,7 +237,7 @@ def _env_dir_is_the_gates_own_folder(tmp):
 
 
 def _workdir_holds_the_checkout(tmp):  # the checkout itself: its parent may hold the test's own folders (a clone in /tmp)
-    # Under nox, TMPDIR is .nox/tests/tmp in the checkout: the test's --env-dir is then inside that --workdir, refused first.
+    # Where TMPDIR is inside the checkout (TMPDIR=.nox/tests/tmp), the test's --env-dir is inside that --workdir, refused first.
     return ["--workdir", REPO], "is inside --workdir" if tmp.resolve().is_relative_to(REPO.resolve()) else "holds"
 
 

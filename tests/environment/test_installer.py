@@ -16,10 +16,13 @@ def _pairs(flags: list[str]) -> list[list[str]]:
 
 
 def _pip_config(tmp_path, text: str, **env: str) -> installer.Sources:
-    """pip's own reading of a config file and PIP_* variables, through `pip config list`, parsed."""
+    """pip's own reading of a config file and PIP_* variables, through `pip config list`, parsed. The machine's own
+    site-wide file (/etc/xdg/pip/pip.conf) is not read: its [install] section outranks the test's [global] one in pip,
+    as a CI machine's `[install] constraint = ...` did."""
     conf = tmp_path / "pip.conf"
     conf.write_text(text)
-    clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": str(conf), **env}
+    clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": str(conf),
+             "XDG_CONFIG_DIRS": str(tmp_path / "no-site-config"), **env}
     return installer.pip_sources(sys.executable, clean)
 
 

@@ -4,6 +4,7 @@ the gate killed with SIGKILL while pip installs, and uv and pip filling an envir
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -87,6 +88,7 @@ def test_uv_and_pip_install_the_same_versions(declared_x86_64, tmp_path):
                                   "[d.metadata['Name'].lower(), d.version, (d.read_text('INSTALLER') or '').strip()] "
                                   "for d in m.distributions())))"], capture_output=True, text=True, check=True)
         found[backend] = {name: (version, tool) for name, version, tool in json.loads(out.stdout)}
+        shutil.rmtree(options.env_dir)  # one environment of several GB on the disk at a time
         if backend == "uv":
             assert any(line.startswith("installing with uv (") for line in said), said
     uv, pip = found["uv"], found["virtualenv"]

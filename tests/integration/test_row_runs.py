@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -22,7 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 @pytest.fixture(scope="module")
 def env_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("gate-env") / "env"
+    """The rows' environment, shared by this file's tests, and removed after them (about 6 GB with a CUDA torch)."""
+    made = tmp_path_factory.mktemp("gate-env")
+    yield made / "env"
+    shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
