@@ -41,14 +41,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from smoke import tensors  # noqa: E402
 from smoke.artifacts import read_data_file  # noqa: E402
 from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
+from smoke.checks.outputs import judge_ran  # noqa: E402
 from smoke.child import delegates  # noqa: E402
-from smoke.child.models import check_run, compare, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
+from smoke.child.models import check_run, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
 from smoke.child.negative import negative_control, send_control, start_negative_process  # noqa: E402
+from smoke.child.reference import answers  # noqa: E402
 from smoke.child.row import ChildRow  # noqa: E402
 from smoke.results import CheckResult, Status, failed  # noqa: E402
 from smoke.rows import ROWS, child_data  # noqa: E402
+from smoke.stages import RUN  # noqa: E402
+
+
+def judged(ran: dict, pte: Path, data_file: str) -> CheckResult:
+    """What the parent makes of a run handed over (smoke.checks.outputs), eager's answer computed here as
+    smoke.child.reference computes it."""
+    eager = {label: tensors.decode(found) for label, found in answers().items()}
+    return judge_ran(RUN.of("weighted"), ran, pte.parent.parent, data_file, eager)
 
 
 def _write(program, folder: Path) -> None:
@@ -84,8 +95,8 @@ def export(row, model, example, folder: Path, *, external: bool = True, partitio
 def run_one(argv: list[str]) -> int:
     """``--run-one ROW PTE PTD``: the weighted model's ``run with data file`` on these files, as JSON on stdout."""
     row, pte, ptd = ROWS[argv[0]], Path(argv[1]), Path(argv[2])
-    model, example = models()["weighted"]
-    result = check_run(ChildRow(**child_data(row)), "weighted", pte, ptd, model, example, registered_backends())
+    _model, example = models()["weighted"]
+    result = judged(check_run(ChildRow(**child_data(row)), "weighted", pte, ptd, example, registered_backends()), pte, ptd.name)
     print(json.dumps({"status": result.status.value, "reason": result.reason}), flush=True)
     return 0
 
@@ -134,8 +145,8 @@ def main(argv: list[str]) -> int:
     say("CONTROL", "data file", data, want_fail=False)
     say("CONTROL", "weights", check_weights_in_data_file(data_file, data.measured.get("data_file_bytes", 0), weightless_bytes, weight),
         want_fail=False)
-    say("CONTROL", "run", check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file, model, example, backends),
-        want_fail=False)
+    say("CONTROL", "run", judged(check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file,
+                                           example, backends), weighted / "model.pte", data_file), want_fail=False)
 
     def control_sent_early(pte: Path, where: Path) -> CheckResult:
         """The negative control as the child runs it where it cannot fork: its process started first, sent the program."""
@@ -188,7 +199,8 @@ def main(argv: list[str]) -> int:
 
     # Outputs off by 0.01.
     outputs = run_program(weighted / "model.pte", weighted / data_file, example)
-    say("MUTANT", "outputs off by 0.01", compare("weighted", [o + 0.01 for o in outputs], model(*example).detach()))
+    off = {"name": RUN.of("weighted"), "outputs": tensors.encode_all([o + 0.01 for o in outputs])}
+    say("MUTANT", "outputs off by 0.01", judged(off, weighted / "model.pte", data_file))
     print(f"{layout}: {'every mutant FAILed by its own check, the control PASSed' if not bad else f'{bad} WRONG'}")
     return 1 if bad else 0
 

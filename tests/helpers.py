@@ -22,7 +22,7 @@ from pathlib import Path
 import jsonschema
 from markdown_it import MarkdownIt
 
-from smoke import markup
+from smoke import markup, tensors
 from smoke.checks import kinds, shipped
 from smoke.environment.follow import judge_child, run_child
 from smoke.readers.wheel import read_wheel
@@ -507,7 +507,9 @@ def script_child(monkeypatch, folder: Path, body: str) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "python"
-    script.write_text(f"#!/bin/sh\n{body}\n")
+    # Started as `python -I -S -c ...`, it is the process computing eager's answer (smoke.environment.reference): it
+    # has none to give here, and never runs ``body``.
+    script.write_text(f"#!/bin/sh\ncase \"$1\" in -I) echo 'no torch in a script' >&2; exit 3;; esac\n{body}\n")
     script.chmod(0o755)
 
     class Env:
@@ -644,3 +646,12 @@ def every_check_judges(wheel, row, binaries, kind: str, path: str, mutant, check
     with mock.patch.object(native, "read_binaries", lambda _wheel: replaced):
         for each in checks:
             assert isinstance(each.function(wheel, row, None), CheckResult)
+
+
+def eager_judged(name: str, ran: dict, workdir: Path, data_file: str = "model.ptd"):
+    """What the parent makes of a run the child handed over (``smoke.checks.outputs.judge_ran``), eager's answer
+    computed in this process as ``smoke.child.reference`` computes it apart from the wheel's code."""
+    from smoke.checks import outputs
+    from smoke.child.reference import answers
+
+    return outputs.judge_ran(name, ran, workdir, data_file, {label: tensors.decode(found) for label, found in answers().items()})

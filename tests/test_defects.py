@@ -228,10 +228,14 @@ def program_partly_delegated(ctx):
 # --- loading and running, on a real XNNPACK export -------------------------------------------
 
 def _run_with(ctx, ptd: Path):
+    """The child's run of the real export with ``ptd``, judged as the parent judges it (``smoke.checks.outputs``)."""
     from smoke.child.models import check_run, models, registered_backends
+    from smoke.stages import RUN
+    from tests.helpers import eager_judged
 
-    model, example = models()["weighted"]
-    return check_run(child_row(CPU_ROW.name), "weighted", ctx.exported["weighted"] / "model.pte", ptd, model, example, registered_backends())
+    _model, example = models()["weighted"]
+    ran = check_run(child_row(CPU_ROW.name), "weighted", ctx.exported["weighted"] / "model.pte", ptd, example, registered_backends())
+    return eager_judged(RUN.of("weighted"), ran, ptd.parent.parent, ptd.name)
 
 
 def _payload_edit(ctx, edit):

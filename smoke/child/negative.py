@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from smoke import proc
 from smoke.child import forks
-from smoke.child.models import ATOL, RTOL, models, run_program
+from smoke.child.models import models, run_program
 from smoke.child.probe import one_line
 from smoke.results import CheckResult, failed, passed
 from smoke.stages import NEGATIVE
+from smoke.tensors import ATOL, RTOL
 
 if TYPE_CHECKING:
     from smoke.child.row import ChildRow

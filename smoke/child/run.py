@@ -1,8 +1,9 @@
 """The child: runs inside the gate's environment, in a process of its own.
 
 Given its row as data (``ROW.json``, ``smoke.child.row``), it exports a weightless and a weighted model through the
-row's delegate (``smoke.child.exports``), has the parent judge what was written (``smoke.child.ask``), loads the
-programs and compares them with eager PyTorch (``smoke.child.models``), and runs the negative control
+row's delegate (``smoke.child.exports``), has the parent judge what was written (``smoke.child.ask``), loads and runs
+the programs and hands the parent their outputs, which it holds to eager's answer (``smoke.child.models``,
+``smoke.checks.outputs``), and runs the negative control
 (``smoke.child.negative``). It speaks through its record file (``smoke.record``) and hears the parent's answers on stdin.
 
 Usage (the parent does this): ``python -S -m smoke.child ROW.json WORKDIR RECORD [--fail-fast] [--no-overlap]
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from smoke import options, proc, protocol
 from smoke.child import delegates, exports
-from smoke.child.ask import ask
+from smoke.child.ask import ask, hand_over
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
 from smoke.child.extensions import fork_together, start_extensions_process, start_together
@@ -171,17 +172,18 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     judged = ask(rec, "exported", exported=exported, weight_matrix_bytes=weight_matrix_bytes(built["weighted"][0]))
     data = {label: judged.get("data_file", {}).get(label) == Status.PASS.value for label in built}
 
-    for label, (model, example) in built.items():
+    # Each run is handed to the parent, which holds its outputs to eager's answer computed apart from the wheel's code.
+    for label, (_model, example) in built.items():
         name = RUN.of(label)
         if not data[label]:
-            rec.check(skipped(name, f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"))
+            hand_over(rec, {"name": name, "skipped": f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"})
             continue
         with rec.phase(load_phase(label)):
-            rec.check(check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, model, example, backends))
+            hand_over(rec, check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, example, backends))
 
     # No device needed: the kernels run on the CPU on every row, so this never skips.
     with rec.phase(PORTABLE_PHASE):
-        rec.check(check_portable(workdir / "portable", lambda pte: ask(rec, "program", path=str(pte))))
+        hand_over(rec, check_portable(workdir / "portable"))
 
     name = NEGATIVE.name
     if control():

@@ -30,7 +30,6 @@ from typing import Any, BinaryIO
 from smoke import markup, paths, proc, report, stages
 from smoke import options as opts
 from smoke.checks import kinds, pipeline, shipped
-from smoke.child.models import ATOL, RTOL
 from smoke.console import say
 from smoke.engine import drift
 from smoke.engine import row as gate
@@ -38,6 +37,7 @@ from smoke.errors import EXIT_FAILED, GateError
 from smoke.readers import wheel as wheels
 from smoke.rows import ROWS, Row, check_machine
 from smoke.stages import CHILD_PROCESS, DATA_FILE, DELEGATE, EXECUTED, EXPORT, IMPORT_PHASE, PORTABLE, RUN, load_phase
+from smoke.tensors import ATOL, RTOL
 
 SCHEMA = 1
 ENV_DIR = paths.ENVS / "compare"

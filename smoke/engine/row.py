@@ -23,10 +23,10 @@ from typing import Any, Iterator
 from smoke import options as opts
 from smoke import paths, proc, protocol, report, stages
 from smoke.backends import cuda_checks
-from smoke.checks import exported, installed, kinds, pipeline, requirements, shipped
+from smoke.checks import exported, installed, kinds, outputs, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
-from smoke.environment import download, installer, loaderenv
+from smoke.environment import download, installer, loaderenv, reference
 from smoke.environment import folders as owned
 from smoke.environment.follow import ChildEvents, RefusedRecord, StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
@@ -480,11 +480,15 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
         record.write_text("")
         row_file.write_text(json.dumps(child_data(row)), encoding="utf-8")
     cmd = [str(env.python), "-S", "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
+    # Eager's answers, beside the child, in a process where the wheel's code does not run: the runs' outputs are held
+    # to them here (smoke.checks.outputs), never to the child's own comparison (issue 48).
+    eager = reference.start(env.python, built.code, built.child_env, judged.wheel)
+    context.stack.callback(eager.end)
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
-        outcome = run_child(cmd, record, log, options.timeout, built.child_env, RowEvents(context, judged.wheel, files, workdir),
-                            cwd=built.code)
+        outcome = run_child(cmd, record, log, options.timeout, built.child_env,
+                            RowEvents(context, judged.wheel, files, workdir, eager), cwd=built.code)
     if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
         return work
     machine_failure(run, workdir)
@@ -506,10 +510,11 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     return work
 
 
-# The checks the parent judges itself, from the files the exports wrote, read by its own readers
-# (``smoke.checks.exported.judge_exports``): a record of one from the child is refused (issue 48: code of the wheel,
+# The checks the parent judges itself: from the files the exports wrote, read by its own readers
+# (``smoke.checks.exported.judge_exports``), and from the runs' outputs held to eager's answer computed apart from the
+# wheel's code (``smoke.checks.outputs``). A record of one from the child is refused (issue 48: code of the wheel,
 # which runs in the child, wrote PASS records of them).
-PARENT_JUDGED = frozenset((*stages.DELEGATE.names(), *stages.DATA_FILE.names(), stages.WEIGHTS.name))
+PARENT_JUDGED = frozenset((*stages.DELEGATE.names(), *stages.DATA_FILE.names(), stages.WEIGHTS.name, *outputs.JUDGED))
 
 
 class RowEvents(ChildEvents):
@@ -517,13 +522,14 @@ class RowEvents(ChildEvents):
     environment's checks on its probe, its questions answered by the parent's readers and checks, the file checks
     taken as it starts."""
 
-    def __init__(self, context: Context, wheel: wheels.Wheel, files: FileWork, workdir: Path) -> None:
-        self.context, self.wheel, self.files, self.workdir = context, wheel, files, workdir
+    def __init__(self, context: Context, wheel: wheels.Wheel, files: FileWork, workdir: Path, eager: reference.Reference) -> None:
+        self.context, self.wheel, self.files, self.workdir, self.eager = context, wheel, files, workdir, eager
+        self.ran: set[str] = set()  # the checks handed over once (``ran``)
 
     def check(self, result: CheckResult) -> None:
         if result.name in PARENT_JUDGED:
-            raise RefusedRecord(f"a record of {result.name!r}, which the parent judges itself from the files the "
-                                f"exports wrote: not the child's to write (code of the wheel forging the run?)")
+            raise RefusedRecord(f"a record of {result.name!r}, which the parent judges itself (the files the exports "
+                                f"wrote, the outputs against eager's): not the child's to write (code of the wheel forging the run?)")
         emit(self.context.run, result)
 
     def phase(self, name: str, seconds: float | None) -> None:
@@ -541,11 +547,15 @@ class RowEvents(ChildEvents):
             for result in results:
                 emit(self.context.run, result)
             return answer
-        if question.question == "program":
-            path = Path(str(question.data.get("path")))
-            if not _inside(path.resolve(), self.workdir.resolve()):
-                return {"error": f"{path} is outside the work folder {self.workdir}"}
-            return exported.program_facts(path)
+        if question.question == "ran":
+            name = question.data.get("name")
+            if name not in outputs.JUDGED or name in self.ran:
+                return {"error": f"no check {name!r} to hand over" if name not in outputs.JUDGED else f"{name!r} was handed over already"}
+            self.ran.add(name)
+            answers = self.eager.answers(self.context.options.timeout)
+            result = emit(self.context.run, outputs.judge_ran(name, question.data, self.workdir, self.context.row.backend.data_file,
+                                                              answers.outputs, answers.error))
+            return {"status": result.status.value}
         return {"error": f"no such question: {question.question!r}"}
 
     def started(self) -> None:

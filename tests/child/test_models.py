@@ -1,19 +1,24 @@
-"""smoke.child.models: what a run check records of its outputs (what compare sets side by side)."""
+"""smoke.child.models: what a run hands the parent (its outputs as data, or why there are none)."""
 
 from __future__ import annotations
 
 import pytest
 
+from smoke.stages import RUN
+
 
 @pytest.mark.slow
-def test_a_run_check_records_its_outputs_for_compare():
-    """What compare sets side by side: smoke.child.models.compare keeps each output's values (flattened, the first 256)."""
-    torch = pytest.importorskip("torch")
-    from smoke.child.models import OUTPUT_VALUES
-    from smoke.child.models import compare as judge
+def test_a_run_hands_over_every_output_value_and_the_parent_keeps_them_for_compare(exported, tmp_path):
+    """The child's run of the real XNNPACK export gives all 8 values of the weighted model's output; the parent's judgement
+    keeps them (what compare sets side by side) and PASSes them against eager's."""
+    from smoke.child.models import check_run, models, registered_backends
+    from smoke.results import Status
+    from tests.helpers import CPU_ROW, child_row, eager_judged
 
-    out = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 3
-    result = judge("weighted", [out], out.clone())
-    assert result.measured["outputs"] == [out.flatten().tolist()] and result.measured["max_abs_diff"] == 0.0
-    big = torch.ones(1000)
-    assert len(judge("weighted", [big], big).measured["outputs"][0]) == OUTPUT_VALUES == 256
+    _model, example = models()["weighted"]
+    folder = exported["weighted"]
+    ran = check_run(child_row(CPU_ROW.name), "weighted", folder / "model.pte", folder / "model.ptd", example, registered_backends())
+    assert ran["name"] == RUN.of("weighted") and ran["outputs"][0]["shape"] == [2, 4] and len(ran["outputs"][0]["values"]) == 8
+    result = eager_judged(RUN.of("weighted"), ran, folder.parent)
+    assert result.status is Status.PASS, result.reason
+    assert result.measured["outputs"] == [ran["outputs"][0]["values"]]

@@ -1,61 +1,46 @@
 """smoke.child.portable: a program with no delegate, on the wheel's portable kernels (executorch 1.5.1 here).
 
-It passes on a real export, and fails on real material with one defect each: a program that carries a
-delegate (it would not prove the kernels), an output that is not eager's, a program that cannot be read.
+The child exports, loads and runs it and hands the parent its outputs; the parent reads the program and holds the
+outputs to eager's answer (``smoke.checks.outputs``, tests/checks/test_outputs.py for the program's failures). It
+passes on a real export, and fails where the output is not eager's.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from smoke.checks.exported import program_facts
 from smoke.child import portable
 from smoke.results import Status
-
-
-@pytest.fixture(scope="module")
-def exported_portable(tmp_path_factory):
-    model, example = portable.portable_model()
-    return portable.export_portable(model, example, tmp_path_factory.mktemp("portable")), model, example
+from smoke.stages import PORTABLE
+from tests.helpers import eager_judged
 
 
 @pytest.mark.slow
 def test_a_program_with_no_delegate_runs_on_the_kernels_and_matches_eager(tmp_path):
-    result = portable.check_portable(tmp_path / "portable", program_facts)
+    ran = portable.check_portable(tmp_path / "portable")
+    result = eager_judged(PORTABLE.name, ran, tmp_path)
     assert result.status is Status.PASS, result.reason
     assert result.reason.startswith("loaded with no delegate, 6 operators on the kernels (aten::add.out, aten::addmm.out")
     assert "matched eager" in result.reason and result.measured["max_abs_diff"] <= 1e-5
 
 
 @pytest.mark.slow
-def test_a_program_that_carries_a_delegate_does_not_prove_the_kernels(exported):
-    # The XNNPACK export of the weighted model: every operator inside the delegate.
-    model, example = portable.portable_model()
-    result = portable.judge(exported["weighted"] / "model.pte", model, example, program_facts)
-    assert result.status is Status.FAIL
-    assert result.reason == "model.pte does not prove the kernels: plans {'forward': ['XnnpackBackend']} carry delegates"
-
-
-@pytest.mark.slow
-def test_an_output_that_is_not_eagers_fails(exported_portable):
+def test_an_output_that_is_not_eagers_fails(tmp_path, monkeypatch):
+    """The program is exported from a model whose bias was moved by 0.5: eager's answer (the model as the gate builds it)
+    differs from what the program computes."""
     import torch
 
-    pte, model, example = exported_portable
-    with torch.no_grad():
-        model.second.bias += 0.5  # eager now differs from what the program computes
-    try:
-        result = portable.judge(pte, model, example, program_facts)
-    finally:
+    made = portable.portable_model
+
+    def moved():
+        model, example = made()
         with torch.no_grad():
-            model.second.bias -= 0.5
+            model.second.bias += 0.5
+        return model, example
+
+    monkeypatch.setattr(portable, "portable_model", moved)
+    ran = portable.check_portable(tmp_path / "portable")
+    monkeypatch.setattr(portable, "portable_model", made)
+    result = eager_judged(PORTABLE.name, ran, tmp_path)
     assert result.status is Status.FAIL
     assert "output differs from eager: max abs diff 0.1" in result.reason  # 0.5 through the sigmoid
-
-
-@pytest.mark.slow
-def test_a_damaged_program_fails_saying_so(exported_portable, tmp_path):
-    pte, model, example = exported_portable
-    damaged = tmp_path / "model.pte"
-    damaged.write_bytes(pte.read_bytes()[:200])
-    result = portable.judge(damaged, model, example, program_facts)
-    assert result.status is Status.FAIL and result.reason.startswith("cannot read the program:")

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from smoke import markup
-from smoke.child.models import ATOL, RTOL
 from smoke.commands import compare
 from smoke.errors import GateError
 from smoke.readers.wheelcopy import rewrite_wheel
+from smoke.tensors import ATOL, RTOL
 from tests.helpers import (
     DEVICE_CODE,
     REAL_REPORT,

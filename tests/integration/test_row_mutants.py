@@ -125,7 +125,7 @@ def test_a_wheel_whose_code_forges_the_childs_records_fails(declared_x86_64, tmp
     out = proc.stdout
     assert proc.returncode == 1 and "cpu_x86_64: FAILED" in out, out + proc.stderr
     child = next(line for line in out.splitlines() if line.startswith("FAIL child process: "))
-    assert "a record of 'delegate (weighted)', which the parent judges itself from the files the exports wrote" in child
+    assert "a record of 'delegate (weighted)', which the parent judges itself (the files the exports wrote, the outputs against eager's)" in child
     executed = next(line for line in out.splitlines() if line.startswith("FAIL must execute: "))
     assert "delegate (weighted)" in executed and "not reported" in executed
     for name in ("delegate (weighted)", "data file (weighted)", "weights in the data file"):

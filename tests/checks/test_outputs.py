@@ -1,0 +1,122 @@
+"""The runs' outputs, judged by the parent (issue 48): ``smoke.tensors`` compares as torch's assert_close does, and
+``smoke.checks.outputs`` holds what the child handed over to eager's answer. Each way a run can be wrong FAILs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from smoke import report, tensors
+from smoke.checks import outputs
+from smoke.checks.exported import program_facts
+from smoke.results import Status
+from smoke.stages import PORTABLE, RUN
+
+WEIGHTED = RUN.of("weighted")
+
+
+def _out(values, shape=None, dtype="torch.float32"):
+    return {"shape": list(shape or [len(values)]), "dtype": dtype, "values": values}
+
+
+def _eager(values, shape=None):
+    return {"weighted": tensors.decode([_out(values, shape)]), "weightless": [], "portable": []}
+
+
+def test_outputs_within_the_tolerance_pass_and_say_the_difference(tmp_path):
+    (tmp_path / "weighted").mkdir()
+    (tmp_path / "weighted" / "model.ptd").write_bytes(b"x")
+    result = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "outputs": [_out([1.0, 2.0 + 1e-6])]}, tmp_path, "model.ptd",
+                               _eager([1.0, 2.0]))
+    assert result.status is Status.PASS, result.reason
+    assert result.reason.startswith("loaded with model.ptd, matched eager, max abs diff 1e-06 (rtol 0.0001, atol 1e-05)")
+    assert result.measured["outputs"] == [[1.0, 2.0 + 1e-6]] and result.measured["eager"] == "apart from the wheel's code"
+
+
+@pytest.mark.parametrize("given, why", [
+    (_out([1.0, 2.1]), "output 0, value 1: 2.1, eager 2.0 (1 of 2 values differ)"),
+    (_out([1.0, 2.0], shape=[1, 2]), "output 0 is torch.float32 of shape [1, 2] (2 values given), eager's torch.float32 of shape [2]"),
+    (_out([1.0, 2.0], dtype="torch.float64"), "output 0 is torch.float64 of shape [2]"),
+    (_out([1.0, "NaN"]), "output 0, value 1: nan, eager 2.0"),
+    (_out([1.0, "Infinity"]), "output 0, value 1: inf, eager 2.0"),
+    (_out([1.0]), "output 0 is torch.float32 of shape [1] (1 values given)"),
+    (_out([1.0, 2.0], shape=[3]), "(2 values given)"),
+])
+def test_an_output_that_is_not_eagers_fails_naming_the_first_difference(tmp_path, given, why):
+    result = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "outputs": [given]}, tmp_path, "model.ptd", _eager([1.0, 2.0]))
+    assert result.status is Status.FAIL
+    assert result.reason.startswith("loaded with no data file (none was written), output differs from eager: max abs diff")
+    assert why in result.reason
+    json.loads(json.dumps(report.finite(result.to_json()), allow_nan=False))  # the report of it is JSON
+
+
+def test_a_count_of_outputs_that_is_not_eagers_fails(tmp_path):
+    result = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "outputs": [_out([1.0, 2.0])] * 2}, tmp_path, "model.ptd",
+                               _eager([1.0, 2.0]))
+    assert result.status is Status.FAIL and "2 outputs, eager gives 1" in result.reason
+
+
+@pytest.mark.parametrize("given, why", [
+    ("zeros", "outputs are a str, not a list"),
+    ([{"shape": [2], "dtype": "torch.float32", "values": [1.0, "two"]}], "holds a value that is not a number: two"),
+    ([{"shape": [-1], "dtype": "torch.float32", "values": []}], "shape is not a list of sizes"),
+    ([{"shape": [2], "values": [1.0, 2.0]}], "has no dtype"),
+    ([{"shape": [2], "dtype": "x", "values": [True, 2.0]}], "not a number: True"),
+])
+def test_outputs_the_gate_cannot_read_fail(tmp_path, given, why):
+    result = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "outputs": given}, tmp_path, "model.ptd", _eager([1.0, 2.0]))
+    assert result.status is Status.FAIL and why in result.reason, result.reason
+
+
+def test_no_eager_answer_fails_saying_why_and_never_passes(tmp_path):
+    result = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "outputs": [_out([1.0, 2.0])]}, tmp_path, "model.ptd", {},
+                               "the process computing eager's answer apart from the wheel's code exited 1: boom")
+    assert result.status is Status.FAIL
+    assert result.reason == ("loaded with no data file (none was written); its outputs cannot be judged: the process "
+                             "computing eager's answer apart from the wheel's code exited 1: boom")
+
+
+def test_the_childs_error_and_skip_are_recorded_as_it_says(tmp_path):
+    error = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "error": "loading or running raised RuntimeError: x",
+                                         "registered_backends": ["XnnpackBackend"]}, tmp_path, "model.ptd", {})
+    assert error.status is Status.FAIL and error.reason == "loading or running raised RuntimeError: x"
+    assert error.measured["registered_backends"] == ["XnnpackBackend"]
+    assert outputs.judge_ran(WEIGHTED, {"name": WEIGHTED}, tmp_path, "m", {}).reason == "the child gave neither outputs nor an error"
+    skip = outputs.judge_ran(WEIGHTED, {"name": WEIGHTED, "skipped": "not run: no data file for weighted"}, tmp_path, "m", {})
+    assert skip.status is Status.SKIP and skip.reason == "not run: no data file for weighted"
+
+
+def test_tensors_close_holds_infinities_and_nan_as_assert_close_does():
+    same = tensors.decode([_out(["Infinity", "-Infinity", 0.0])])
+    assert tensors.close(same, same, 1e-4, 1e-5).matched and tensors.close(same, same, 1e-4, 1e-5).max_abs_diff == 0.0
+    nan = tensors.decode([_out(["NaN"])])
+    found = tensors.close(nan, nan, 1e-4, 1e-5)
+    assert not found.matched and math.isinf(found.max_abs_diff)  # equal_nan=False: NaN equals nothing
+    edge = tensors.close(tensors.decode([_out([1.0 + 1.05e-4])]), tensors.decode([_out([1.0])]), 1e-4, 1e-5)
+    assert edge.matched  # |a - e| <= atol + rtol * |e|, as torch's _compare_regular_values_close
+    assert not tensors.close(tensors.decode([_out([1.0 + 1.2e-4])]), tensors.decode([_out([1.0])]), 1e-4, 1e-5).matched
+
+
+@pytest.mark.slow
+def test_the_portable_program_is_read_by_the_parent_and_a_delegated_one_fails(exported, tmp_path):
+    """The child no longer says whether its program carries a delegate: the parent reads it (here the XNNPACK export of
+    the weighted model, where every operator is in the delegate), and a damaged one fails saying so."""
+    (tmp_path / "portable").mkdir()
+    pte = tmp_path / "portable" / "model.pte"
+    pte.write_bytes((exported["weighted"] / "model.pte").read_bytes())
+    ran = {"name": PORTABLE.name, "outputs": []}
+    result = outputs.judge_ran(PORTABLE.name, ran, tmp_path, "model.ptd", {"portable": []})
+    assert result.status is Status.FAIL
+    assert result.reason == "model.pte does not prove the kernels: plans {'forward': ['XnnpackBackend']} carry delegates"
+    assert "error" not in program_facts(pte)
+    pte.write_bytes(pte.read_bytes()[:200])
+    damaged = outputs.judge_ran(PORTABLE.name, ran, tmp_path, "model.ptd", {"portable": []})
+    assert damaged.status is Status.FAIL and damaged.reason.startswith("cannot read the program:")
+
+
+def test_a_portable_export_that_failed_is_the_childs_error(tmp_path):
+    result = outputs.judge_ran(PORTABLE.name, {"name": PORTABLE.name, "error": "the export with no delegate raised X"},
+                               tmp_path, "model.ptd", {})
+    assert result.status is Status.FAIL and result.reason == "the export with no delegate raised X"
