@@ -130,3 +130,34 @@ def test_a_wheel_whose_code_forges_the_childs_records_fails(declared_x86_64, tmp
     assert "delegate (weighted)" in executed and "not reported" in executed
     for name in ("delegate (weighted)", "data file (weighted)", "weights in the data file"):
         assert not any(line.startswith(f"PASS {name}:") for line in out.splitlines()), name
+
+
+# Code a wheel could ship in a module the child imports: every nn.Linear now computes with half its weight, in the
+# child's eager model and so in what it exports. The portable program and the child's own eager agree on the wrong
+# answer.
+HALVER = '''
+import torch as _torch
+_torch.nn.Linear.forward = lambda self, input: _torch.nn.functional.linear(input, self.weight * 0.5, self.bias)
+'''
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_code_changes_the_model_in_the_child_fails_against_eager_computed_apart(declared_x86_64, tmp_path):
+    """Issue 48: the child's own comparison PASSed the portable kernels here (the program and the child's eager both
+    halve the weights). The parent holds the outputs to eager's answer from a process where the wheel's code does not
+    run: FAIL. (The weighted model's XNNPACK program gave eager's true answer in this run, 2026-12-06, the runtime's
+    outputs equal to unpatched eager's: it rightly passes, and the child's own comparison would have failed it.)"""
+    from tests.helpers import nox
+
+    init = "executorch/exir/__init__.py"
+    with zipfile.ZipFile(declared_x86_64) as archive:
+        original = archive.read(init)
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={init: original + HALVER.encode()})
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"))
+    out = proc.stdout
+    assert proc.returncode == 1 and "cpu_x86_64: FAILED: " in out, out + proc.stderr
+    failing = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert len(failing) == 1 and failing[0].startswith("FAIL portable kernels: loaded with no delegate, 7 operators on "
+                                                       "the kernels (aten::add.out, aten::addmm.out, aten::mul.out"), out
+    assert "output differs from eager: max abs diff " in failing[0]
+    assert "PASS run with data file (weightless): " in out and "PASS run with data file (weighted): " in out
