@@ -56,8 +56,12 @@ NEGATIVE: ChildCheck = Check("negative control (weighted, no data file)", CHILD,
 PORTABLE: ChildCheck = Check("portable kernels", CHILD, 75)
 # Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.child.extensions).
 EXTENSIONS: ChildCheck = Check("extension modules import", CHILD, 80)
+# The wheel's C++ SDK (issue 49), judged by the parent on what the child exported: a C++ consumer built out of tree
+# against the installed package config loads the weighted program with its data file (smoke.checks.cppsdk).
+CPP_RUN: ChildCheck = Check("C++ consumer with data file", CHILD, 85)
+CPP_NEGATIVE: ChildCheck = Check("C++ consumer without data file", CHILD, 86)
 CHILD_PROCESS: ChildCheck = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CHILD_PROCESS)
+CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CPP_RUN, CPP_NEGATIVE, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
 IMPORT_PHASE = "import torch and executorch"

@@ -63,7 +63,8 @@ def mapped_files() -> list[str]:
     return sorted(files)
 
 
-def answers() -> dict[str, list[dict]]:
+def answers(inputs: dict | None = None) -> dict[str, list[dict]]:
+    """Each model's outputs (and, into ``inputs`` where given, each model's inputs), as ``smoke.tensors`` writes them."""
     import torch
 
     from smoke.child.models import models
@@ -74,6 +75,8 @@ def answers() -> dict[str, list[dict]]:
     with torch.no_grad():
         for label, (model, example) in models().items():
             found[label] = tensors.encode_all(model(*example))
+            if inputs is not None:
+                inputs[label] = tensors.encode_all(list(example))
         model, example = portable_model()
         found["portable"] = tensors.encode_all(model(*example))
     return found
@@ -82,9 +85,10 @@ def answers() -> dict[str, list[dict]]:
 def main(prefix: str) -> int:
     sites = site_folders(prefix)
     sys.path.extend(sites)
-    outputs = answers()
+    inputs: dict[str, list[dict]] = {}
+    outputs = answers(inputs)
     import torch
 
-    print(json.dumps({"outputs": outputs, "torch": torch.__version__, "prefix": prefix, "sites": sites,
+    print(json.dumps({"outputs": outputs, "inputs": inputs, "torch": torch.__version__, "prefix": prefix, "sites": sites,
                       "files": mapped_files(), "executorch_imported": "executorch" in sys.modules}))
     return 0

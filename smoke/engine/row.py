@@ -23,10 +23,10 @@ from typing import Any, Iterator
 from smoke import options as opts
 from smoke import paths, proc, protocol, report, stages
 from smoke.backends import cuda_checks
-from smoke.checks import exported, installed, kinds, outputs, pipeline, requirements, shipped
+from smoke.checks import cppsdk, exported, installed, kinds, outputs, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
-from smoke.environment import download, installer, loaderenv, reference
+from smoke.environment import consumer, download, installer, loaderenv, reference
 from smoke.environment import folders as owned
 from smoke.environment.follow import ChildEvents, RefusedRecord, StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
@@ -484,6 +484,7 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     # to them here (smoke.checks.outputs), never to the child's own comparison (issue 48).
     eager = reference.start(env.python, built.code, built.child_env, judged.wheel)
     context.stack.callback(eager.end)
+    sdk = _cpp_consumer(context, judged.wheel, Path(env.location))  # built beside the child (issue 49)
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
@@ -493,6 +494,8 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
         return work
     machine_failure(run, workdir)
     run.facts = outcome.facts
+    for result in _cpp_judged(context, sdk, workdir, eager):
+        emit(run, result)
     if options.overlap and outcome.probe is None:
         for check in pipeline.for_row(row, stages.ENVIRONMENT):
             emit(run, skipped(check.name, "not run: the child ended before it reported torch and the runtime (see child process)"))
@@ -508,6 +511,48 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
         emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
                                                f"{'; '.join(unrun)}", unrun=unrun))
     return work
+
+
+def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path) -> consumer.Consumer | str:
+    """The C++ consumer's build, started (in the environment's folder, kept there for later runs), or why the wheel
+    has none to build."""
+    why = consumer.nothing_to_judge(wheel) or consumer.missing_delegate(wheel, context.row.backend.name)
+    if why is not None:
+        return f"not run: {why}"
+    site = next((found for found in sorted(location.glob("lib/python3*/site-packages")) if (found / "executorch").is_dir()), None)
+    if site is None:
+        return f"not run: no site-packages holding executorch in {location}"
+    started = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name).start()
+    context.stack.callback(started.stop)
+    return started
+
+
+def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, eager: reference.Reference) -> list[CheckResult]:
+    """The C++ consumer's two checks (``smoke.checks.cppsdk``), on the weighted program the child exported."""
+    if isinstance(sdk, str):
+        return cppsdk.skip_both(sdk)
+    data_file = context.row.backend.data_file
+    program = cppsdk.weighted_program(workdir, data_file)
+    made = sdk.built(consumer.BUILD_SECONDS * 2)
+    if made.binary is None:
+        if made.failed:
+            return [failed(stages.CPP_RUN.name, made.said), skipped(stages.CPP_NEGATIVE.name, "not run: the consumer did not build")]
+        return cppsdk.skip_both(f"not run: {made.said}")
+    if program is None:
+        return cppsdk.skip_both(f"not run: no weighted program with its {data_file} (see {stages.EXPORT.of('weighted')})")
+    answers = eager.answers(context.options.timeout)
+    if answers.error or not answers.inputs or "weighted" not in answers.inputs:
+        why = answers.error or "eager's answer came without its inputs"
+        return [failed(stages.CPP_RUN.name, f"its outputs cannot be judged: {why}"),
+                skipped(stages.CPP_NEGATIVE.name, "not run: no eager answer to hold it to")]
+    inputs = workdir / "cpp-consumer-inputs.txt"
+    with machine("the work folder", workdir, "--workdir"):
+        consumer.write_inputs(inputs, answers.inputs["weighted"])
+    pte, ptd = program
+    expected = answers.outputs["weighted"]
+    with phase(context.run, "the C++ consumer"):
+        return [cppsdk.judge_with(consumer.run(made.binary, pte, ptd, inputs), data_file, expected, made.said),
+                cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs), data_file, expected)]
 
 
 # The checks the parent judges itself: from the files the exports wrote, read by its own readers

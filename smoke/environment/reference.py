@@ -33,6 +33,7 @@ class Answers:
     """Eager's outputs by model (``smoke.tensors``), or why there are none (``error``)."""
     outputs: dict[str, list[tensors.Output]]
     error: str = ""
+    inputs: dict[str, list[tensors.Output]] | None = None  # each model's inputs (the C++ consumer is given them)
 
 
 def installed_files(wheel: Wheel) -> tuple[frozenset[str], frozenset[str]]:
@@ -115,6 +116,8 @@ class Reference:
             if not isinstance(said, dict) or not isinstance(said.get("outputs"), dict):
                 raise ValueError("not an object with outputs")
             outputs = {label: tensors.decode(said["outputs"].get(label)) for label in LABELS}
+            given: dict[str, Any] = said["inputs"] if isinstance(said.get("inputs"), dict) else {}
+            inputs = {label: tensors.decode(value) for label, value in given.items() if label in LABELS}
         except (ValueError, RecursionError) as exc:
             return Answers({}, f"the process computing eager's answer said no answer the gate reads ({exc})")
         if said.get("executorch_imported") is not False:
@@ -122,7 +125,7 @@ class Reference:
         if own := wheels_files_among(said, self.wheel):
             return Answers({}, f"importing torch alone loaded {len(own)} of the wheel's own files ({', '.join(own[:3])}): "
                                f"eager's answer cannot be computed apart from the wheel's code")
-        return Answers(outputs)
+        return Answers(outputs, inputs=inputs)
 
     def _stderr_tail(self) -> str:
         try:

@@ -1,0 +1,326 @@
+"""The wheel's C++ SDK, used as its consumers use it (issue 49): a C++ program built out of tree with CMake against
+the installed wheel's own package config and libraries, run with no LD_LIBRARY_PATH, loading the row's weighted
+program with its data file through ``executorch::extension::module::Module(program, data_file)``.
+
+Upstream's own consumer test (pytorch/executorch main, ``.ci/scripts/wheel/test_cpp_sdk.py``, added by #21639 for
+1.5) builds its consumers as here: ``cmake_minimum_required(VERSION 3.28)``, ``find_package(executorch REQUIRED
+COMPONENTS ...)`` with ``CMAKE_PREFIX_PATH`` at the package's ``share/cmake``, one ``executorch::<component>`` target
+a component, the loader's variables cleared. The wheel's config (``tools/cmake/executorch-wheel-config.cmake``, shipped
+as ``share/cmake/executorch-config.cmake``) defines its imported targets only from CMake 3.28 (it says why: older
+CMake writes ``$ORIGIN`` wrongly). It runs its models with their weights inside the program; here the program's
+weights are in its data file, which is what the runners that ship ``aoti_cuda_blob.ptd`` do.
+
+The consumer is built beside the child's exports (``start``), once per environment: the build folder is kept in the
+environment's folder, keyed by the wheel's sha256 and the row, so a warm run only runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from smoke import proc
+from smoke.readers.wheel import Wheel
+
+CONFIG = "executorch/share/cmake/executorch-config.cmake"
+RUNTIME = "executorch/lib/libexecutorch.so"
+CMAKE_AT_LEAST = (3, 28)  # the wheel's config defines its imported targets from 3.28 on (above)
+CMAKE_FIX = "pip install 'cmake>=3.28,<4' into the interpreter that runs the gate"
+BUILD_SECONDS = 300
+RUN_SECONDS = 60
+LOADER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT")  # as upstream's consumers: none of the caller's
+# The component each delegate's programs need (the wheel's config names them executorch::<component>).
+DELEGATE_COMPONENT = {"xnnpack": "backend_xnnpack", "cuda": "backend_cuda"}
+KERNELS = ("kernels_optimized", "executorch/lib/libexecutorch_kernels_optimized.so")  # the CPU kernels, where shipped
+
+CMAKELISTS = """cmake_minimum_required(VERSION 3.28)
+project(gate_consumer CXX)
+find_package(executorch REQUIRED COMPONENTS {components})
+add_executable(consumer consumer.cpp)
+target_link_libraries(consumer PRIVATE {targets})
+"""
+
+# Reads the inputs (a text file: their count, then each one's rank, sizes and float values), loads PROGRAM with
+# DATA_FILE ("-": none), runs forward and prints the outputs as smoke.tensors writes them, or the error, as one JSON line.
+CONSUMER = r"""
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/platform/runtime.h>
+
+using executorch::extension::TensorPtr;
+using executorch::extension::make_tensor_ptr;
+using executorch::extension::module::Module;
+
+static void value(double v) {
+  if (std::isnan(v)) std::printf("\"NaN\"");
+  else if (std::isinf(v)) std::printf(v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+  else std::printf("%.9g", v);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 4) { std::printf("{\"error\": \"usage: consumer PROGRAM DATA_FILE|- INPUTS\"}\n"); return 2; }
+  executorch::runtime::runtime_init();
+  std::ifstream in(argv[3]);
+  size_t count = 0;
+  in >> count;
+  std::vector<TensorPtr> inputs;
+  for (size_t i = 0; i < count && in; ++i) {
+    size_t rank = 0;
+    in >> rank;
+    std::vector<executorch::aten::SizesType> sizes(rank);
+    size_t numel = 1;
+    for (auto& size : sizes) { in >> size; numel *= size; }
+    std::vector<float> data(numel);
+    for (auto& v : data) in >> v;
+    inputs.push_back(make_tensor_ptr(sizes, std::move(data)));
+  }
+  if (!in || inputs.size() != count) { std::printf("{\"error\": \"the inputs file could not be read\"}\n"); return 2; }
+  const std::string data_file = argv[2];
+  std::unique_ptr<Module> module = data_file == "-" ? std::make_unique<Module>(argv[1])
+                                                     : std::make_unique<Module>(argv[1], data_file);
+  const auto loaded = module->load();
+  if (loaded != executorch::runtime::Error::Ok) {
+    std::printf("{\"error\": \"Module::load() returned error 0x%x\"}\n", (unsigned)loaded);
+    return 0;
+  }
+  std::vector<executorch::runtime::EValue> args(inputs.begin(), inputs.end());
+  const auto result = module->forward(args);
+  if (!result.ok()) {
+    std::printf("{\"error\": \"Module::forward() returned error 0x%x\"}\n", (unsigned)result.error());
+    return 0;
+  }
+  std::printf("{\"outputs\": [");
+  for (size_t o = 0; o < result->size(); ++o) {
+    const auto& out = result->at(o);
+    if (!out.isTensor()) { std::printf("%s{\"shape\": [], \"dtype\": \"not a tensor\", \"values\": []}", o ? ", " : ""); continue; }
+    const auto tensor = out.toTensor();
+    std::printf("%s{\"shape\": [", o ? ", " : "");
+    for (ssize_t d = 0; d < tensor.dim(); ++d) std::printf("%s%d", d ? ", " : "", (int)tensor.size(d));
+    const bool is_float = tensor.scalar_type() == executorch::aten::ScalarType::Float;
+    std::printf("], \"dtype\": \"%s\", \"values\": [", is_float ? "torch.float32" : "other");
+    if (is_float) {
+      const float* v = tensor.template const_data_ptr<float>();
+      for (ssize_t i = 0; i < tensor.numel(); ++i) { if (i) std::printf(", "); value(v[i]); }
+    }
+    std::printf("]}");
+  }
+  std::printf("]}\n");
+  return 0;
+}
+"""
+
+
+def nothing_to_judge(wheel: Wheel) -> str | None:
+    """Why the wheel has no C++ SDK to judge (None where it ships one): no package config, or a config and headers
+    with no C++ runtime library. 1.4.1's setup.py ships ``share/cmake/executorch-config.cmake`` and the headers a
+    custom operator needs, no ``executorch/lib`` (v1.4.1); 1.5's adds ``lib/libexecutorch.so`` and the components."""
+    files = set(wheel.files)
+    if CONFIG not in files:
+        return f"the wheel ships no C++ SDK (no {CONFIG})"
+    if RUNTIME not in files:
+        return (f"the wheel ships a CMake config and headers but no C++ runtime ({RUNTIME}): the 1.4 layout, headers for "
+                f"custom operators built against the Python extension, no program a C++ consumer can run")
+    return None
+
+
+def library_of(component: str) -> str:
+    """The library the wheel's config defines ``executorch::<component>`` from (its ``_executorch_find_library``)."""
+    return f"executorch/lib/libexecutorch_{component}.so"
+
+
+def components(wheel: Wheel, backend: str) -> list[str]:
+    """The components the row's consumer links: the runtime, the CPU kernels where the wheel ships them, the row's
+    delegate."""
+    found = ["runtime"]
+    if KERNELS[1] in wheel.files:
+        found.append(KERNELS[0])
+    if backend in DELEGATE_COMPONENT:
+        found.append(DELEGATE_COMPONENT[backend])
+    return found
+
+
+def missing_delegate(wheel: Wheel, backend: str) -> str | None:
+    """Why the row's programs cannot run in C++ with this wheel (its delegate's component is not shipped), or None."""
+    component = DELEGATE_COMPONENT.get(backend)
+    if component is None:
+        return f"the gate has no C++ component for the {backend} delegate"
+    if library_of(component) not in wheel.files:
+        return (f"the wheel's C++ SDK has no executorch::{component} ({library_of(component)} is not shipped): a C++ "
+                f"consumer cannot run the row's {backend} programs")
+    return None
+
+
+def _version(cmake: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"cmake version (\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def find_cmake() -> tuple[str | None, str]:
+    """A CMake the wheel's config defines targets for: the one beside the interpreter running the gate (the gate's
+    own requirement), else the first on PATH; and what was found, in words."""
+    seen = []
+    for candidate in (Path(sys.executable).parent / "cmake", shutil.which("cmake")):
+        if candidate is None or not Path(candidate).is_file():
+            continue
+        version = _version(str(candidate))
+        if version is not None and version >= CMAKE_AT_LEAST:
+            return str(candidate), f"CMake {'.'.join(map(str, version))} ({candidate})"
+        seen.append(f"{candidate} ({'.'.join(map(str, version)) if version else 'no version'})")
+    return None, f"no CMake 3.28 or newer ({', '.join(seen) or 'none found'}): {CMAKE_FIX}"
+
+
+def find_compiler() -> str | None:
+    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+
+
+@dataclass(frozen=True)
+class Built:
+    binary: Path | None
+    said: str  # how it was built (or found built), or why it was not
+    failed: bool = False  # the build ran and failed: the SDK's finding; else (binary None) nothing could build it
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in LOADER_VARIABLES}
+
+
+class Consumer:
+    """The consumer's build, started beside the child (``start``), waited for by ``built``."""
+
+    def __init__(self, wheel: Wheel, site: Path, folder: Path, backend: str) -> None:
+        self.wheel, self.site, self.folder, self.backend = wheel, site, folder, backend
+        self._built: Built | None = None
+        self._process: subprocess.Popen | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._build, name="cpp-consumer", daemon=True)
+
+    def _key(self, cmake: str, compiler: str) -> str:
+        text = json.dumps([self.wheel.sha256, self.backend, cmake, compiler, CMAKELISTS, CONSUMER, str(self.site)])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _run(self, cmd: list[str], log: Path) -> int:
+        with log.open("ab") as handle:
+            self._process = proc.start(cmd, env=clean_env(), cwd=self.folder, stdin=subprocess.DEVNULL, stdout=handle,
+                                       stderr=subprocess.STDOUT, own_group=True, background=True)
+            try:
+                return self._process.wait(timeout=BUILD_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.end_group(self._process)
+                return -9
+
+    def _build(self) -> None:
+        self._built = self._make()
+
+    def _make(self) -> Built:
+        cmake, found = find_cmake()
+        compiler = find_compiler()
+        if cmake is None:
+            return Built(None, found)
+        if compiler is None:
+            return Built(None, "no C++ compiler (c++, g++ or clang++ on PATH, or CXX): install one")
+        key = self._key(cmake, compiler)
+        binary, mark = self.folder / "build" / "consumer", self.folder / "built.sha256"
+        if binary.is_file() and mark.is_file() and mark.read_text().strip() == key:
+            return Built(binary, f"built in an earlier run of this environment with {found} (the same wheel and compiler)")
+        if self.folder.exists():
+            shutil.rmtree(self.folder)
+        self.folder.mkdir(parents=True)
+        wanted = components(self.wheel, self.backend)
+        (self.folder / "CMakeLists.txt").write_text(CMAKELISTS.format(
+            components=" ".join(wanted), targets=" ".join(f"executorch::{c}" for c in wanted)))
+        (self.folder / "consumer.cpp").write_text(CONSUMER)
+        log = self.folder / "build.log"
+        package = self.site / "executorch" / "share" / "cmake"
+        steps = ([cmake, "-S", ".", "-B", "build", f"-DCMAKE_PREFIX_PATH={package}", "-DCMAKE_BUILD_TYPE=Release",
+                  f"-DCMAKE_CXX_COMPILER={compiler}"], [cmake, "--build", "build", "--parallel", "2"])
+        for step, what in zip(steps, ("configure", "build")):
+            if self._stopped:
+                return Built(None, "stopped")
+            code = self._run(step, log)
+            if code != 0:
+                return Built(None, f"the consumer's {what} against the installed package config ({' '.join(wanted)}) "
+                                   f"{'ran past ' + str(BUILD_SECONDS) + ' s' if code == -9 else f'exited {code}'}: "
+                                   f"{_errors(log)}", failed=True)
+        mark.write_text(key)
+        return Built(binary, f"built with {found} and {compiler}, linking executorch::{', executorch::'.join(wanted)}")
+
+    def start(self) -> "Consumer":
+        self._thread.start()
+        return self
+
+    def built(self, timeout: float) -> Built:
+        self._thread.join(timeout)
+        if self._built is None:
+            self.stop()
+            return Built(None, f"the consumer's build ran past {timeout:g} s", failed=True)
+        return self._built
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._process is not None:
+            proc.end_group(self._process)
+
+
+def _errors(log: Path) -> str:
+    """The build's first error lines (CMake's and the compiler's), else the end of its log."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")[-200_000:]
+    except OSError:
+        return "(no log)"
+    lines = [line.strip() for line in text.splitlines() if re.search(r"\berror\b|CMake Error|not found|No such file", line)]
+    return proc.tail("\n".join(lines[:3]) if lines else text, 3)
+
+
+def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, timeout: float = RUN_SECONDS) -> dict[str, Any]:
+    """The consumer on ``program`` (with ``data_file``, or none), in a process of its own with none of the loader's
+    variables: ``{"outputs": [...]}``, ``{"error": ...}`` as it said, ``{"signal": NAME}`` where the runtime ended it,
+    or ``{"failed": why}`` where it said nothing the gate reads."""
+    cmd = [str(binary), str(program), str(data_file) if data_file is not None else "-", str(inputs)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, env=clean_env(), timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"ran past {timeout:g} s"}
+    except OSError as exc:
+        return {"failed": f"could not start: {exc.strerror or exc}"}
+    if done.returncode < 0:
+        import signal
+
+        return {"signal": signal.Signals(-done.returncode).name}
+    for line in reversed(done.stdout.decode("utf-8", errors="replace")[-(1 << 20):].splitlines()):
+        if line.startswith("{"):
+            try:
+                said = json.loads(line)
+            except ValueError:
+                break
+            if isinstance(said, dict):
+                return said
+    return {"failed": f"exited {done.returncode} without a result: {proc.tail(done.stderr.decode('utf-8', errors='replace'))}"}
+
+
+def write_inputs(path: Path, inputs: list[Any]) -> None:
+    """The inputs file the consumer reads, from ``smoke.tensors`` outputs-shaped data (eager's inputs)."""
+    lines = [str(len(inputs))]
+    for item in inputs:
+        lines.append(" ".join(str(n) for n in [len(item.shape), *item.shape]))
+        lines.append(" ".join(repr(float(v)) for v in item.values))
+    path.write_text("\n".join(lines) + "\n")

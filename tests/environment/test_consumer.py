@@ -1,0 +1,122 @@
+"""The C++ consumer (issue 49), built for real against a copy of the installed 1.5.1 SDK (its include/, lib/ and
+share/cmake), and each of its checks shown to FAIL on a mutant: a header another includes removed, the delegate's
+library the config would define a target from removed, the config naming a library the wheel lacks, the data file's
+payload zeroed, a program that keeps its weights."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from smoke.checks import cppsdk
+from smoke.environment import consumer
+from smoke.readers.wheel import read_wheel
+from smoke.results import Status
+
+pytestmark = pytest.mark.slow  # each builds a C++ program
+
+
+def _installed() -> Path:
+    spec = importlib.util.find_spec("executorch")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _site(tmp_path: Path) -> Path:
+    """A site-packages holding a copy of the installed wheel's C++ SDK alone."""
+    site = tmp_path / "site"
+    for part in ("include", "lib", "share"):
+        shutil.copytree(_installed() / part, site / "executorch" / part, symlinks=True)
+    return site
+
+
+def _built(wheel_x86_64, site: Path, tmp_path: Path) -> consumer.Built:
+    if consumer.find_cmake()[0] is None or consumer.find_compiler() is None:
+        pytest.skip(consumer.find_cmake()[1])
+    return consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack").start().built(600)
+
+
+def _eager():
+    from smoke import tensors
+    from smoke.child.reference import answers
+
+    inputs: dict = {}
+    found = answers(inputs)
+    return ({label: tensors.decode(v) for label, v in found.items()}, {label: tensors.decode(v) for label, v in inputs.items()})
+
+
+def _runs(built: consumer.Built, folder: Path, tmp_path: Path):
+    eager, inputs = _eager()
+    given = tmp_path / "inputs.txt"
+    consumer.write_inputs(given, inputs["weighted"])
+    with_data = cppsdk.judge_with(consumer.run(built.binary, folder / "model.pte", folder / "model.ptd", given), "model.ptd",
+                                  eager["weighted"], built.said)
+    without = cppsdk.judge_without(consumer.run(built.binary, folder / "model.pte", None, given), "model.ptd", eager["weighted"])
+    return with_data, without
+
+
+def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_data_file(wheel_x86_64, exported, tmp_path):
+    built = _built(wheel_x86_64, _site(tmp_path), tmp_path)
+    assert built.binary is not None, built.said
+    assert built.said.startswith("built with CMake 3.") and "linking executorch::runtime, executorch::kernels_optimized, " \
+                                                          "executorch::backend_xnnpack" in built.said
+    with_data, without = _runs(built, exported["weighted"], tmp_path)
+    assert with_data.status is Status.PASS, with_data.reason
+    assert without.status is Status.PASS and without.reason.startswith("the load without model.ptd ended the C++ consumer with SIG")
+    again = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path / "site", tmp_path / "consumer", "xnnpack").start().built(600)
+    assert again.said.startswith("built in an earlier run of this environment")  # a warm run only runs it
+
+
+def test_a_header_another_includes_removed_fails_the_build_naming_it(wheel_x86_64, tmp_path):
+    site = _site(tmp_path)
+    (site / "executorch/include/executorch/runtime/core/error.h").unlink()
+    built = _built(wheel_x86_64, site, tmp_path)
+    assert built.binary is None and built.failed
+    assert built.said.startswith("the consumer's build against the installed package config (runtime kernels_optimized backend_xnnpack) exited")
+    assert "error.h" in built.said
+
+
+def test_the_delegates_library_removed_fails_the_configure_naming_the_component(wheel_x86_64, tmp_path):
+    site = _site(tmp_path)
+    (site / "executorch/lib/libexecutorch_backend_xnnpack.so").unlink()
+    built = _built(wheel_x86_64, site, tmp_path)
+    assert built.binary is None and built.failed
+    assert built.said.startswith("the consumer's configure against the installed package config") and "backend_xnnpack" in built.said
+
+
+def test_a_config_naming_a_library_the_wheel_lacks_fails(wheel_x86_64, tmp_path):
+    site = _site(tmp_path)
+    (site / "executorch/lib/libexecutorch_kernels_optimized.so").rename(site / "executorch/lib/libexecutorch_kernels_opt.so")
+    built = _built(wheel_x86_64, site, tmp_path)
+    assert built.binary is None and built.failed and "kernels_optimized" in built.said
+
+
+def test_a_zeroed_data_file_and_weights_in_the_program_fail_their_checks(wheel_x86_64, exported, tmp_path):
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from smoke.artifacts import read_data_file
+    from smoke.child.models import models
+
+    built = _built(wheel_x86_64, _site(tmp_path), tmp_path)
+    zeroed = tmp_path / "zeroed"
+    shutil.copytree(exported["weighted"], zeroed)
+    base = read_data_file(zeroed / "model.ptd").segment_base_offset
+    raw = bytearray((zeroed / "model.ptd").read_bytes())
+    raw[base:] = bytes(len(raw) - base)
+    (zeroed / "model.ptd").write_bytes(raw)
+    with_data, _ = _runs(built, zeroed, tmp_path)
+    assert with_data.status is Status.FAIL and "output differs from eager" in with_data.reason
+
+    baked = tmp_path / "baked"
+    baked.mkdir()
+    model, example = models()["weighted"]
+    program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()]).to_executorch()
+    (baked / "model.pte").write_bytes(program.buffer)
+    (baked / "model.ptd").write_bytes((exported["weighted"] / "model.ptd").read_bytes())
+    _, without = _runs(built, baked, tmp_path)
+    assert without.status is Status.FAIL and without.reason.endswith("the weights are not coming from the data file")
