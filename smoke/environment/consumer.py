@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from smoke import proc
+from smoke.errors import GateError
 from smoke.readers.wheel import Wheel
 
 CONFIG = "executorch/share/cmake/executorch-config.cmake"
@@ -40,7 +42,7 @@ RUN_SECONDS = 60
 LOADER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT")  # as upstream's consumers: none of the caller's
 # The component each delegate's programs need (the wheel's config names them executorch::<component>).
 DELEGATE_COMPONENT = {"xnnpack": "backend_xnnpack", "cuda": "backend_cuda"}
-KERNELS = ("kernels_optimized", "executorch/lib/libexecutorch_kernels_optimized.so")  # the CPU kernels, where shipped
+KERNELS = "kernels_optimized"  # the CPU kernels' component, linked where the wheel ships its library
 
 CMAKELISTS = """cmake_minimum_required(VERSION 3.28)
 project(gate_consumer CXX)
@@ -148,8 +150,8 @@ def components(wheel: Wheel, backend: str) -> list[str]:
     """The components the row's consumer links: the runtime, the CPU kernels where the wheel ships them, the row's
     delegate."""
     found = ["runtime"]
-    if KERNELS[1] in wheel.files:
-        found.append(KERNELS[0])
+    if library_of(KERNELS) in wheel.files:
+        found.append(KERNELS)
     if backend in DELEGATE_COMPONENT:
         found.append(DELEGATE_COMPONENT[backend])
     return found
@@ -168,8 +170,8 @@ def missing_delegate(wheel: Wheel, backend: str) -> str | None:
 
 def _version(cmake: str) -> tuple[int, ...] | None:
     try:
-        out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = proc.run([cmake, "--version"], what="asking CMake its version", timeout=30, check=False).stdout
+    except GateError:
         return None
     found = re.search(r"cmake version (\d+)\.(\d+)", out)
     return (int(found[1]), int(found[2])) if found else None
@@ -297,16 +299,12 @@ def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, timeo
     or ``{"failed": why}`` where it said nothing the gate reads."""
     cmd = [str(binary), str(program), str(data_file) if data_file is not None else "-", str(inputs)]
     try:
-        done = subprocess.run(cmd, capture_output=True, env=clean_env(), timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"failed": f"ran past {timeout:g} s"}
-    except OSError as exc:
-        return {"failed": f"could not start: {exc.strerror or exc}"}
+        done = proc.run(cmd, what="the C++ consumer", timeout=timeout, env=clean_env(), check=False)
+    except GateError as exc:  # it could not start, or ran past its time
+        return {"failed": str(exc)}
     if done.returncode < 0:
-        import signal
-
         return {"signal": signal.Signals(-done.returncode).name}
-    for line in reversed(done.stdout.decode("utf-8", errors="replace")[-(1 << 20):].splitlines()):
+    for line in reversed(done.stdout[-(1 << 20):].splitlines()):
         if line.startswith("{"):
             try:
                 said = json.loads(line)
@@ -314,7 +312,7 @@ def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, timeo
                 break
             if isinstance(said, dict):
                 return said
-    return {"failed": f"exited {done.returncode} without a result: {proc.tail(done.stderr.decode('utf-8', errors='replace'))}"}
+    return {"failed": f"exited {done.returncode} without a result: {proc.tail(done.stderr)}"}
 
 
 def write_inputs(path: Path, inputs: list[Any]) -> None:
