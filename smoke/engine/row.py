@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from smoke import options as opts
 from smoke import paths, proc, protocol, report, stages
@@ -482,14 +482,15 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     cmd = [str(env.python), "-S", "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
     # Eager's answers, beside the child, in a process where the wheel's code does not run: the runs' outputs are held
     # to them here (smoke.checks.outputs), never to the child's own comparison (issue 48).
-    eager = reference.start(env.python, built.code, built.child_env, judged.wheel)
+    eager = reference.Later(env.python, built.code, built.child_env, judged.wheel)  # begun as the child's imports end
     context.stack.callback(eager.end)
     sdk = _cpp_consumer(context, judged.wheel, Path(env.location))  # built beside the child (issue 49)
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
+        beside = [eager.begin, *([sdk.start] if isinstance(sdk, consumer.Consumer) else [])]
         outcome = run_child(cmd, record, log, options.timeout, built.child_env,
-                            RowEvents(context, judged.wheel, files, workdir, eager), cwd=built.code)
+                            RowEvents(context, judged.wheel, files, workdir, eager, beside), cwd=built.code)
     if files.taken is False:  # stopped after the file checks, before its record was read: nothing of it is judged
         return work
     machine_failure(run, workdir)
@@ -522,12 +523,12 @@ def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path) -> cons
     site = next((found for found in sorted(location.glob("lib/python3*/site-packages")) if (found / "executorch").is_dir()), None)
     if site is None:
         return f"not run: no site-packages holding executorch in {location}"
-    started = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name).start()
-    context.stack.callback(started.stop)
-    return started
+    made = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name)
+    context.stack.callback(made.stop)
+    return made  # started as the child's imports end (RowEvents.probe), or when it is needed
 
 
-def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, eager: reference.Reference) -> list[CheckResult]:
+def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, eager: reference.Later) -> list[CheckResult]:
     """The C++ consumer's two checks (``smoke.checks.cppsdk``), on the weighted program the child exported."""
     if isinstance(sdk, str):
         return cppsdk.skip_both(sdk)
@@ -567,8 +568,10 @@ class RowEvents(ChildEvents):
     environment's checks on its probe, its questions answered by the parent's readers and checks, the file checks
     taken as it starts."""
 
-    def __init__(self, context: Context, wheel: wheels.Wheel, files: FileWork, workdir: Path, eager: reference.Reference) -> None:
+    def __init__(self, context: Context, wheel: wheels.Wheel, files: FileWork, workdir: Path, eager: reference.Later,
+                 beside: list[Callable[[], object]] | None = None) -> None:
         self.context, self.wheel, self.files, self.workdir, self.eager = context, wheel, files, workdir, eager
+        self.beside = beside or []  # started as the child's imports end (its probe): eager's answers, the C++ consumer
         self.ran: set[str] = set()  # the checks handed over once (``ran``)
 
     def check(self, result: CheckResult) -> None:
@@ -581,6 +584,8 @@ class RowEvents(ChildEvents):
         self.context.run.phases.append({"name": name, "seconds": seconds})
 
     def probe(self, facts: dict[str, Any]) -> None:
+        for begin in self.beside:  # the child's imports are done: the work beside its exports, on the core they leave
+            begin()
         context = self.context
         if context.options.overlap and not installed_checks(context.run, context.row, self.wheel, facts, context.options, self.files):
             raise StopChild

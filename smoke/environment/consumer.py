@@ -213,7 +213,8 @@ class Consumer:
         self.wheel, self.site, self.folder, self.backend = wheel, site, folder, backend
         self._built: Built | None = None
         self._process: subprocess.Popen | None = None
-        self._stopped = False
+        self._stopped, self._begun = False, False
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._build, name="cpp-consumer", daemon=True)
 
     def _key(self, cmake: str, compiler: str) -> str:
@@ -267,10 +268,14 @@ class Consumer:
         return Built(binary, f"built with {found} and {compiler}, linking executorch::{', executorch::'.join(wanted)}")
 
     def start(self) -> "Consumer":
-        self._thread.start()
+        with self._lock:
+            if not self._thread.is_alive() and self._built is None and not self._begun:
+                self._begun = True
+                self._thread.start()
         return self
 
     def built(self, timeout: float) -> Built:
+        self.start()
         self._thread.join(timeout)
         if self._built is None:
             self.stop()

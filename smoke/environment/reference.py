@@ -139,6 +139,31 @@ class Reference:
         self.stderr.close()
 
 
+class Later:
+    """The reference process, started when ``begin`` is called (the child has imported torch and the runtime: its
+    exports, single-threaded, leave a core free, where the imports take every core) or when its answers are first
+    asked for; ended by ``end`` if it was started."""
+
+    def __init__(self, python: Path, code: Path, env: dict[str, str], wheel: Wheel) -> None:
+        self.args = (python, code, env, wheel)
+        self.started: Reference | None = None
+        self._lock = threading.Lock()
+
+    def begin(self) -> Reference:
+        with self._lock:
+            if self.started is None:
+                self.started = start(*self.args)
+            return self.started
+
+    def answers(self, timeout: float) -> Answers:
+        return self.begin().answers(timeout)
+
+    def end(self) -> None:
+        with self._lock:
+            if self.started is not None:
+                self.started.end()
+
+
 def start(python: Path, code: Path, env: dict[str, str], wheel: Wheel) -> Reference:
     """The reference process, started now (``python``: the environment's; ``code``: the folder holding the gate's
     ``smoke``, ``loaderenv.gate_code``; ``env``: the child's environment, to which the module's settings are added)."""
