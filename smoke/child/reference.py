@@ -26,10 +26,15 @@ def site_folders(prefix: str) -> list[str]:
     """The site-packages of the environment at ``prefix`` (without ``site``, ``sys.prefix`` is not the environment's:
     ``site.venv`` sets it), and the existing folders its ``.pth`` files' path lines name (``site``'s ``addpackage``
     rules: a line starting with ``#`` is a comment, one starting with ``import`` is code, not run here, any other is a
-    folder, relative to the site-packages folder), in ``site``'s order."""
+    folder, relative to the site-packages folder), in ``site``'s order. The ``venv`` scheme (CPython 3.11+) where the
+    interpreter has it: a distribution's python3 may default to another (Debian's ``posix_local``, ``dist-packages``),
+    which is not a virtual environment's layout."""
     found: list[str] = []
-    for key in ("purelib", "platlib"):
-        folder = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})[key]
+    schemes = [scheme for scheme in ("venv", "posix_prefix", "nt") if scheme in sysconfig.get_scheme_names()]
+    folders = [sysconfig.get_paths(scheme, vars={"base": prefix, "platbase": prefix})[key]
+               for scheme in schemes for key in ("purelib", "platlib")]
+    folders += [str(path) for path in sorted(Path(prefix).glob(f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"))]
+    for folder in folders:
         if folder in found or not os.path.isdir(folder):
             continue
         found.append(folder)
@@ -85,6 +90,11 @@ def answers(inputs: dict | None = None) -> dict[str, list[dict]]:
 def main(prefix: str) -> int:
     sites = site_folders(prefix)
     sys.path.extend(sites)
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        print(f"torch cannot be imported from the environment's site-packages {sites} ({exc})", file=sys.stderr)
+        return 1
     inputs: dict[str, list[dict]] = {}
     outputs = answers(inputs)
     import torch

@@ -94,3 +94,17 @@ def test_installed_files_follow_the_wheels_schemes(declared_slim):
     said = {"sites": ["/e/lib/python3.11/site-packages"], "prefix": "/e",
             "files": ["/e/lib/python3.11/site-packages/a/b.py", "/e/lib/x.so", "/e/lib/python3.11/site-packages/torch/x.py"]}
     assert reference.wheels_files_among(said, wheel) == ["/e/lib/python3.11/site-packages/a/b.py", "/e/lib/x.so"]
+
+
+def test_the_environments_site_packages_are_found_whatever_the_interpreters_default_scheme(tmp_path, monkeypatch):
+    """On the GPU machine the base interpreter is Ubuntu's python3.12, whose default scheme (posix_local) puts
+    site-packages at local/lib/python3.12/dist-packages; without `site`, sysconfig does not know it runs in a virtual
+    environment, so the default scheme found no site-packages and the reference no torch (2026-12-06, H100)."""
+    import sysconfig as real
+
+    from smoke.child import reference as ref
+
+    site = tmp_path / "env" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(real, "get_default_scheme", lambda: "posix_home")  # {base}/lib/python: not a venv's layout
+    assert str(site) in ref.site_folders(str(tmp_path / "env"))
