@@ -106,5 +106,10 @@ def test_the_environments_site_packages_are_found_whatever_the_interpreters_defa
 
     site = tmp_path / "env" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     site.mkdir(parents=True)
-    monkeypatch.setattr(real, "get_default_scheme", lambda: "posix_home")  # {base}/lib/python: not a venv's layout
+    paths = real.get_paths
+
+    def debian_like(scheme=None, vars=None, expand=True):  # the default scheme is not a venv's layout
+        return paths(scheme or "posix_home", vars, expand)
+
+    monkeypatch.setattr(real, "get_paths", debian_like)
     assert str(site) in ref.site_folders(str(tmp_path / "env"))
