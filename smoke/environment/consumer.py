@@ -136,8 +136,8 @@ def nothing_to_judge(wheel: Wheel) -> str | None:
     if CONFIG not in files:
         return f"the wheel ships no C++ SDK (no {CONFIG})"
     if RUNTIME not in files:
-        return (f"the wheel ships a CMake config and headers but no C++ runtime ({RUNTIME}): the 1.4 layout, headers for "
-                f"custom operators built against the Python extension, no program a C++ consumer can run")
+        return (f"the wheel ships a CMake config and headers but no C++ runtime ({RUNTIME}), as releases before 1.5 do: "
+                f"headers for custom operators built against the Python extension, no program a C++ consumer can run")
     return None
 
 
