@@ -34,7 +34,7 @@ def test_every_mutant_fails_by_its_own_check_and_the_control_passes(tmp_path):
         "wrong key (run)": "FAIL run with data file (weighted): loading or running raised",
         "weights left in the program (negative control)":
             "FAIL negative control (weighted, no data file): ran without model.ptd and matched eager",
-        "outputs off by 0.01": "FAIL run with data file (weighted): loaded with its data file, output differs from eager: max abs diff 0.01",
+        "outputs off by 0.01": "FAIL run with data file (weighted): loaded with model.ptd, output differs from eager: max abs diff 0.01",
     }
     for name, start in expected.items():
         line = next(line for line in lines if line.startswith(f"MUTANT 1.5.1 {name}: "))
