@@ -36,8 +36,11 @@ def _value(value: float) -> float | str:
 def encode(output: Any) -> dict[str, Any]:
     """One output of a program or of eager (a torch tensor, or what quacks as one), as data; a tensor past
     ``MAX_VALUES`` values keeps its first ones (its shape then says it was cut, and the comparison fails on it)."""
-    if not hasattr(output, "detach"):
-        return {"shape": [], "dtype": type(output).__name__, "values": [_value(float(output))]}
+    if not hasattr(output, "detach"):  # a scalar, or what is no number at all (its one value missing: it never matches)
+        try:
+            return {"shape": [], "dtype": type(output).__name__, "values": [_value(float(output))]}
+        except (TypeError, ValueError):
+            return {"shape": [], "dtype": type(output).__name__, "values": []}
     tensor = output.detach().cpu()
     values = tensor.flatten()[:MAX_VALUES]
     values = values.double().tolist() if values.is_floating_point() else values.tolist()

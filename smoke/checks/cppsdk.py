@@ -1,7 +1,8 @@
 """The wheel's C++ SDK, judged as its consumers use it (issue 49; the consumer: ``smoke.environment.consumer``).
 
 - ``C++ consumer with data file``: a C++ program built out of tree with CMake against the installed wheel's package
-  config (``find_package(executorch REQUIRED COMPONENTS runtime ...)``), run with no LD_LIBRARY_PATH, loads the row's
+  config (``find_package(executorch REQUIRED COMPONENTS runtime ...)``), run with none of the caller's loader
+  variables (``loaderenv.clean``), loads the row's
   weighted program with its data file (``Module(program, data_file)``, the C++ runners' way) and gives eager's answer,
   computed apart from the wheel's code, within the Python run's tolerance (``smoke.checks.outputs``). A build that
   fails is this check's FAIL, naming the first errors (a config naming a library the wheel lacks, a header that does
@@ -32,8 +33,7 @@ def judge_with(said: dict[str, Any], data_file: str, eager: list[tensors.Output]
     name = CPP_RUN.name
     how = f"Module(model.pte, {data_file})"
     if "outputs" in said:
-        result = compare(name, said["outputs"], eager, f"{data_file} by a C++ consumer ({how})", consumer=built)
-        return result
+        return compare(name, said["outputs"], eager, f"{data_file} by a C++ consumer ({how})", consumer=built)
     if "signal" in said:
         return failed(name, f"the C++ consumer ({how}) was ended by {said['signal']}", consumer=built)
     return failed(name, f"the C++ consumer ({how}): {said.get('error') or said.get('failed')}", consumer=built)

@@ -484,7 +484,7 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     # to them here (smoke.checks.outputs), never to the child's own comparison (issue 48).
     eager = reference.Later(env.python, built.code, built.child_env, judged.wheel)  # begun as the child's imports end
     context.stack.callback(eager.end)
-    sdk = _cpp_consumer(context, judged.wheel, Path(env.location))  # built beside the child (issue 49)
+    sdk = _cpp_consumer(context, judged.wheel, Path(env.location), built.child_env)  # built beside the child (issue 49)
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
@@ -514,16 +514,16 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     return work
 
 
-def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path) -> consumer.Consumer | str:
+def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path, env: dict[str, str]) -> consumer.Consumer | str:
     """The C++ consumer's build, started (in the environment's folder, kept there for later runs), or why the wheel
     has none to build."""
     why = consumer.nothing_to_judge(wheel) or consumer.missing_delegate(wheel, context.row.backend.name)
     if why is not None:
         return f"not run: {why}"
-    site = next((found for found in sorted(location.glob("lib/python3*/site-packages")) if (found / "executorch").is_dir()), None)
+    site = environment.site_packages_holding(location, "executorch")
     if site is None:
         return f"not run: no site-packages holding executorch in {location}"
-    made = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name)
+    made = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name, env)
     context.stack.callback(made.stop)
     return made  # started as the child's imports end (RowEvents.probe), or when it is needed
 
@@ -552,8 +552,8 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
     pte, ptd = program
     expected = answers.outputs["weighted"]
     with phase(context.run, "the C++ consumer"):
-        return [cppsdk.judge_with(consumer.run(made.binary, pte, ptd, inputs), data_file, expected, made.said),
-                cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs), data_file, expected)]
+        return [cppsdk.judge_with(consumer.run(made.binary, pte, ptd, inputs, sdk.env), data_file, expected, made.said),
+                cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.env), data_file, expected)]
 
 
 # The checks the parent judges itself: from the files the exports wrote, read by its own readers

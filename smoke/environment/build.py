@@ -77,12 +77,18 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
+def site_packages_holding(venv: Path, package: str) -> Path | None:
+    """The site-packages of the environment at ``venv`` that holds ``package`` (a folder with ``__init__.py``, or a
+    namespace folder), read from its layout with no process started; None where none does."""
+    candidates = sorted(venv.glob("lib/python3*/site-packages")) + sorted(venv.glob("Lib/site-packages"))
+    return next((candidate for candidate in candidates if (candidate / package).is_dir()), None)
+
+
 def torch_site_packages(venv: Path) -> Path:
     """The site-packages of an existing environment that holds torch."""
-    candidates = sorted(venv.glob("lib/python3*/site-packages")) + sorted(venv.glob("Lib/site-packages"))
-    for candidate in candidates:
-        if (candidate / "torch" / "__init__.py").is_file():
-            return candidate
+    found = site_packages_holding(venv, "torch")
+    if found is not None and (found / "torch" / "__init__.py").is_file():
+        return found
     raise EnvironmentBuildError(
         f"--torch-from {str(venv)!r} has no torch in lib/python3*/site-packages; "
         f"pass the root of a virtual environment that has torch installed"

@@ -1,6 +1,6 @@
 """The wheel's C++ SDK, used as its consumers use it (issue 49): a C++ program built out of tree with CMake against
-the installed wheel's own package config and libraries, run with no LD_LIBRARY_PATH, loading the row's weighted
-program with its data file through ``executorch::extension::module::Module(program, data_file)``.
+the installed wheel's own package config and libraries, run with none of the caller's loader variables
+(``loaderenv.clean``), loading the row's weighted program with its data file through ``executorch::extension::module::Module(program, data_file)``.
 
 Upstream's own consumer test (pytorch/executorch main, ``.ci/scripts/wheel/test_cpp_sdk.py``, added by #21639 for
 1.5) builds its consumers as here: ``cmake_minimum_required(VERSION 3.28)``, ``find_package(executorch REQUIRED
@@ -39,7 +39,6 @@ CMAKE_AT_LEAST = (3, 28)  # the wheel's config defines its imported targets from
 CMAKE_FIX = "pip install 'cmake>=3.28,<4' into the interpreter that runs the gate"
 BUILD_SECONDS = 300
 RUN_SECONDS = 60
-LOADER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT")  # as upstream's consumers: none of the caller's
 # The component each delegate's programs need (the wheel's config names them executorch::<component>).
 DELEGATE_COMPONENT = {"xnnpack": "backend_xnnpack", "cuda": "backend_cuda"}
 KERNELS = "kernels_optimized"  # the CPU kernels' component, linked where the wheel ships its library
@@ -202,15 +201,13 @@ class Built:
     failed: bool = False  # the build ran and failed: the SDK's finding; else (binary None) nothing could build it
 
 
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in LOADER_VARIABLES}
-
-
 class Consumer:
     """The consumer's build, started beside the child (``start``), waited for by ``built``."""
 
-    def __init__(self, wheel: Wheel, site: Path, folder: Path, backend: str) -> None:
-        self.wheel, self.site, self.folder, self.backend = wheel, site, folder, backend
+    def __init__(self, wheel: Wheel, site: Path, folder: Path, backend: str, env: dict[str, str]) -> None:
+        # env: the clean loader environment every process of the gate's in the environment gets (loaderenv.clean: none
+        # of the caller's loader variables, as upstream's consumers; the driver's folders only where nothing else finds it)
+        self.wheel, self.site, self.folder, self.backend, self.env = wheel, site, folder, backend, env
         self._built: Built | None = None
         self._process: subprocess.Popen | None = None
         self._stopped, self._begun = False, False
@@ -223,7 +220,7 @@ class Consumer:
 
     def _run(self, cmd: list[str], log: Path) -> int:
         with log.open("ab") as handle:
-            self._process = proc.start(cmd, env=clean_env(), cwd=self.folder, stdin=subprocess.DEVNULL, stdout=handle,
+            self._process = proc.start(cmd, env=self.env, cwd=self.folder, stdin=subprocess.DEVNULL, stdout=handle,
                                        stderr=subprocess.STDOUT, own_group=True, background=True)
             try:
                 return self._process.wait(timeout=BUILD_SECONDS)
@@ -269,7 +266,7 @@ class Consumer:
 
     def start(self) -> "Consumer":
         with self._lock:
-            if not self._thread.is_alive() and self._built is None and not self._begun:
+            if not self._begun:
                 self._begun = True
                 self._thread.start()
         return self
@@ -298,17 +295,21 @@ def _errors(log: Path) -> str:
     return proc.tail("\n".join(lines[:3]) if lines else text, 3)
 
 
-def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, timeout: float = RUN_SECONDS) -> dict[str, Any]:
-    """The consumer on ``program`` (with ``data_file``, or none), in a process of its own with none of the loader's
-    variables: ``{"outputs": [...]}``, ``{"error": ...}`` as it said, ``{"signal": NAME}`` where the runtime ended it,
+def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, env: dict[str, str],
+        timeout: float = RUN_SECONDS) -> dict[str, Any]:
+    """The consumer on ``program`` (with ``data_file``, or none), in a process of its own with ``env`` (the clean
+    loader environment, ``Consumer``'s): ``{"outputs": [...]}``, ``{"error": ...}`` as it said, ``{"signal": NAME}`` where the runtime ended it,
     or ``{"failed": why}`` where it said nothing the gate reads."""
     cmd = [str(binary), str(program), str(data_file) if data_file is not None else "-", str(inputs)]
     try:
-        done = proc.run(cmd, what="the C++ consumer", timeout=timeout, env=clean_env(), check=False)
+        done = proc.run(cmd, what="the C++ consumer", timeout=timeout, env=env, check=False)
     except GateError as exc:  # it could not start, or ran past its time
         return {"failed": str(exc)}
     if done.returncode < 0:
-        return {"signal": signal.Signals(-done.returncode).name}
+        try:
+            return {"signal": signal.Signals(-done.returncode).name}
+        except ValueError:  # a real-time signal, say, with no name
+            return {"signal": f"signal {-done.returncode}"}
     for line in reversed(done.stdout[-(1 << 20):].splitlines()):
         if line.startswith("{"):
             try:

@@ -6,17 +6,20 @@ payload zeroed, a program that keeps its weights."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from smoke.checks import cppsdk
-from smoke.environment import consumer
+from smoke.environment import consumer, loaderenv
 from smoke.readers.wheel import read_wheel
 from smoke.results import Status
 
 pytestmark = pytest.mark.slow  # each builds a C++ program
+
+ENV = loaderenv.clean(os.environ).env  # the clean loader environment the row gives it
 
 
 def _installed() -> Path:
@@ -36,7 +39,7 @@ def _site(tmp_path: Path) -> Path:
 def _built(wheel_x86_64, site: Path, tmp_path: Path) -> consumer.Built:
     if consumer.find_cmake()[0] is None or consumer.find_compiler() is None:
         pytest.skip(consumer.find_cmake()[1])
-    return consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack").start().built(600)
+    return consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack", ENV).start().built(600)
 
 
 def _eager():
@@ -52,9 +55,9 @@ def _runs(built: consumer.Built, folder: Path, tmp_path: Path):
     eager, inputs = _eager()
     given = tmp_path / "inputs.txt"
     consumer.write_inputs(given, inputs["weighted"])
-    with_data = cppsdk.judge_with(consumer.run(built.binary, folder / "model.pte", folder / "model.ptd", given), "model.ptd",
+    with_data = cppsdk.judge_with(consumer.run(built.binary, folder / "model.pte", folder / "model.ptd", given, ENV), "model.ptd",
                                   eager["weighted"], built.said)
-    without = cppsdk.judge_without(consumer.run(built.binary, folder / "model.pte", None, given), "model.ptd", eager["weighted"])
+    without = cppsdk.judge_without(consumer.run(built.binary, folder / "model.pte", None, given, ENV), "model.ptd", eager["weighted"])
     return with_data, without
 
 
@@ -66,7 +69,7 @@ def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_
     with_data, without = _runs(built, exported["weighted"], tmp_path)
     assert with_data.status is Status.PASS, with_data.reason
     assert without.status is Status.PASS and without.reason.startswith("the load without model.ptd ended the C++ consumer with SIG")
-    again = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path / "site", tmp_path / "consumer", "xnnpack").start().built(600)
+    again = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path / "site", tmp_path / "consumer", "xnnpack", ENV).start().built(600)
     assert again.said.startswith("built in an earlier run of this environment")  # a warm run only runs it
 
 
