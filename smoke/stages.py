@@ -58,10 +58,14 @@ PORTABLE: ChildCheck = Check("portable kernels", CHILD, 75)
 EXTENSIONS: ChildCheck = Check("extension modules import", CHILD, 80)
 # The wheel's C++ SDK (issue 49), judged by the parent on what the child exported: a C++ consumer built out of tree
 # against the installed package config loads the weighted program with its data file (smoke.checks.cppsdk).
+CPP_HEADERS: ChildCheck = Check("C++ headers compile alone", CHILD, 84)
 CPP_RUN: ChildCheck = Check("C++ consumer with data file", CHILD, 85)
 CPP_NEGATIVE: ChildCheck = Check("C++ consumer without data file", CHILD, 86)
+CPP_DEPLOYED: ChildCheck = Check("C++ consumer deployed", CHILD, 87)
+CPP_CORE: ChildCheck = Check("C++ one runtime core", CHILD, 88)
+CPP_CHECKS = (CPP_HEADERS, CPP_RUN, CPP_NEGATIVE, CPP_DEPLOYED, CPP_CORE)
 CHILD_PROCESS: ChildCheck = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, CPP_RUN, CPP_NEGATIVE, CHILD_PROCESS)
+CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, *CPP_CHECKS, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
 IMPORT_PHASE = "import torch and executorch"

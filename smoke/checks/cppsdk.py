@@ -10,6 +10,17 @@
 - ``C++ consumer without data file``: the same program without it, in a process of its own, must not give eager's
   answer (a crash or an error is the expected outcome), as the Python negative control.
 
+- ``C++ headers compile alone``: every header under ``executorch/include`` compiles on its own (upstream's
+  test_cpp_sdk.py compiles them so); a header that needs one the wheel does not ship and this machine lacks is said,
+  not judged.
+- ``C++ consumer deployed``: the consumer copied beside a copy of the wheel's libraries, with only the ``$ORIGIN``
+  entries of their search paths (upstream's ``_assert_runs_relocated``), runs the weighted program with its data file
+  and gives eager's answer: the package config's targets make a consumer relocatable.
+- ``C++ one runtime core``: in the C++ consumer's process, after it ran, one loaded object defines each component
+  with process-wide state (the backend and operator registries, the thread pool, ...: ``smoke.checks.owners``'
+  table, read from the objects the process loaded, as the loader listed them). A second registry is one a backend
+  can register into and nothing reads.
+
 Each SKIPs, saying why, where there is nothing to judge: a wheel with no C++ runtime (1.4's layout), no CMake 3.28
 or no C++ compiler on the machine (the line names the fix), no weighted program exported.
 """
@@ -20,13 +31,93 @@ from pathlib import Path
 from typing import Any
 
 from smoke import tensors
+from smoke.checks import owners
 from smoke.checks.outputs import compare
+from smoke.readers import elf
 from smoke.results import CheckResult, failed, passed, skipped
-from smoke.stages import CPP_NEGATIVE, CPP_RUN
+from smoke.stages import CPP_CHECKS, CPP_CORE, CPP_DEPLOYED, CPP_HEADERS, CPP_NEGATIVE, CPP_RUN
+
+LOADED_BYTES = 1 << 30  # an object the process loaded is read whole for its symbols; larger than this, it is named unread
 
 
 def skip_both(why: str) -> list[CheckResult]:
-    return [skipped(CPP_RUN.name, why), skipped(CPP_NEGATIVE.name, why)]
+    """Every C++ check, skipped for one reason."""
+    return [skipped(check.name, why) for check in CPP_CHECKS]
+
+
+def judge_headers(count: int, failures: tuple[str, ...], unjudged: tuple[tuple[str, str], ...]) -> CheckResult:
+    """Every installed header compiles alone (``smoke.environment.consumer.headers_alone``)."""
+    name = CPP_HEADERS.name
+    needs = sorted({need for _, need in unjudged})
+    aside = (f"; {len(unjudged)} not judged here: they include {', '.join(needs[:3])}"
+             f"{f' (and {len(needs) - 3} more)' if len(needs) > 3 else ''}, which the wheel does not ship and this "
+             f"machine lacks" if unjudged else "")
+    measured = {"headers": count, "failures": list(failures), "unjudged": [list(pair) for pair in unjudged]}
+    if failures:
+        return failed(name, f"{len(failures)} of {count} headers do not compile alone: {'; '.join(failures[:3])}"
+                            f"{f' (and {len(failures) - 3} more)' if len(failures) > 3 else ''}{aside}", **measured)
+    if count == len(unjudged):
+        return skipped(name, f"not judged: {count} headers under executorch/include{aside}", **measured)
+    return passed(name, f"{count - len(unjudged)} headers under executorch/include compile alone (C++17, the config's "
+                        f"include folders and definitions){aside}", **measured)
+
+
+def judge_deployed(said: dict[str, Any], data_file: str, eager: list[tensors.Output], how: str) -> CheckResult:
+    """The deployed consumer (``smoke.environment.consumer.deploy``) on the weighted program with its data file."""
+    name = CPP_DEPLOYED.name
+    if "outputs" in said:
+        return compare(name, said["outputs"], eager, f"{data_file} by the deployed C++ consumer ({how})")
+    if "signal" in said:
+        return failed(name, f"the deployed C++ consumer ({how}) was ended by {said['signal']}")
+    return failed(name, f"the deployed C++ consumer ({how}): {said.get('error') or said.get('failed')}")
+
+
+def judge_core(loaded: Any, read=None) -> CheckResult:
+    """One definer of each component with process-wide state among the objects the C++ process loaded
+    (``smoke.checks.owners``' components; ``read`` reads one object: a path to ``elf.Library``)."""
+    name = CPP_CORE.name
+    if not isinstance(loaded, list) or not all(isinstance(path, str) for path in loaded):
+        return failed(name, "the C++ consumer listed no objects it loaded the gate reads")
+    read = read or _read_loaded
+    defines: dict[str, dict[str, bool]] = {}
+    unread = []
+    for path in dict.fromkeys(loaded):
+        if "/" not in path:
+            continue  # the kernel's vDSO (linux-vdso.so.1): no file, and not the wheel's
+        library = read(path)
+        if isinstance(library, str):
+            unread.append(library)
+        else:
+            defines[path] = owners.components_defined(library)
+    found = {component: tuple(sorted((path, weak) for path, comps in defines.items() for c, weak in comps.items()
+                                     if c == component)) for component in owners.BY_NAME}
+    two = {component: definers for component, definers in found.items() if len(definers) > 1}
+    measured = {"loaded": loaded, "definers": {c: [p for p, _ in d] for c, d in found.items() if d}, "unread": unread}
+    if two:
+        shown = "; ".join(f"the {component}: {' and '.join(Path(p).name + (' (weak)' if weak else '') for p, weak in d)}"
+                          for component, d in list(two.items())[:3])
+        return failed(name, f"the C++ consumer's process holds two copies of the runtime's state: {shown}"
+                            f"{f' (and {len(two) - 3} more)' if len(two) > 3 else ''}; one owner each, upstream's "
+                            f"test_cpp_sdk.py (a backend registers into a table nothing reads)", **measured)
+    held = [c for c in ("backend registry", "kernel registry", "thread pool") if found.get(c)]
+    where = sorted({Path(path).name for c in held for path, _ in found[c]})
+    more = f"; {len(unread)} not read: {'; '.join(unread[:2])}" if unread else ""
+    return passed(name, f"one definer of each component among the {len(loaded)} objects the C++ consumer loaded: the "
+                        f"{', '.join(held) or 'no registry'} in {', '.join(where) or 'none'}{more}", **measured)
+
+
+def _read_loaded(path: str) -> elf.Library | str:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(LOADED_BYTES + 1)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if len(data) > LOADED_BYTES or not elf.is_elf(data):
+        return f"{path}: {'over ' + str(LOADED_BYTES >> 30) + ' GiB' if len(data) > LOADED_BYTES else 'not an ELF file'}"
+    try:
+        return elf.read_library(path, data)
+    except ValueError as exc:  # elf.ElfError, and what its layout checks raise
+        return f"{path}: {exc}"
 
 
 def judge_with(said: dict[str, Any], data_file: str, eager: list[tensors.Output], built: str) -> CheckResult:

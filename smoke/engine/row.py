@@ -529,31 +529,49 @@ def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path, env: di
 
 
 def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, eager: reference.Later) -> list[CheckResult]:
-    """The C++ consumer's two checks (``smoke.checks.cppsdk``), on the weighted program the child exported."""
+    """The C++ SDK's checks (``smoke.checks.cppsdk``), on the weighted program the child exported."""
     if isinstance(sdk, str):
         return cppsdk.skip_both(sdk)
     data_file = context.row.backend.data_file
     program = cppsdk.weighted_program(workdir, data_file)
     made = sdk.built(consumer.BUILD_SECONDS * 2)
+    headers = (cppsdk.judge_headers(made.headers.count, made.headers.failures, made.headers.unjudged) if made.headers
+               else skipped(stages.CPP_HEADERS.name, f"not run: {made.said}"))
+    runs = (stages.CPP_RUN, stages.CPP_NEGATIVE, stages.CPP_DEPLOYED, stages.CPP_CORE)
     if made.binary is None:
         if made.failed:
-            return [failed(stages.CPP_RUN.name, made.said), skipped(stages.CPP_NEGATIVE.name, "not run: the consumer did not build")]
-        return cppsdk.skip_both(f"not run: {made.said}")
+            return [headers, failed(stages.CPP_RUN.name, made.said),
+                    *(skipped(check.name, "not run: the consumer did not build") for check in runs[1:])]
+        return [headers, *(skipped(check.name, f"not run: {made.said}") for check in runs)]
     if program is None:
-        return cppsdk.skip_both(f"not run: no weighted program with its {data_file} (see {stages.EXPORT.of('weighted')})")
+        why = f"not run: no weighted program with its {data_file} (see {stages.EXPORT.of('weighted')})"
+        return [headers, *(skipped(check.name, why) for check in runs)]
     answers = eager.answers(context.options.timeout)
     if answers.error or not answers.inputs or "weighted" not in answers.inputs:
         why = answers.error or "eager's answer came without its inputs"
-        return [failed(stages.CPP_RUN.name, f"its outputs cannot be judged: {why}"),
-                skipped(stages.CPP_NEGATIVE.name, "not run: no eager answer to hold it to")]
+        return [headers, failed(stages.CPP_RUN.name, f"its outputs cannot be judged: {why}"),
+                *(skipped(check.name, "not run: no eager answer to hold it to") for check in runs[1:])]
     inputs = workdir / "cpp-consumer-inputs.txt"
     with machine("the work folder", workdir, "--workdir"):
         consumer.write_inputs(inputs, answers.inputs["weighted"])
     pte, ptd = program
     expected = answers.outputs["weighted"]
     with phase(context.run, "the C++ consumer"):
-        return [cppsdk.judge_with(consumer.run(made.binary, pte, ptd, inputs, sdk.env), data_file, expected, made.said),
-                cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.env), data_file, expected)]
+        said = consumer.run(made.binary, pte, ptd, inputs, sdk.env)
+        found = [headers, cppsdk.judge_with(said, data_file, expected, made.said),
+                 cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.env), data_file, expected)]
+        deployed = made.deployed
+        if deployed is None or deployed.binary is None:
+            why = deployed.said if deployed else "the deployed copy of an earlier run is not readable: remove the environment"
+            found.append(failed(stages.CPP_DEPLOYED.name, why) if deployed and deployed.failed
+                         else skipped(stages.CPP_DEPLOYED.name, f"not run: {why}"))
+        else:
+            found.append(cppsdk.judge_deployed(consumer.run(deployed.binary, pte, ptd, inputs, sdk.env), data_file, expected,
+                                               deployed.said))
+        found.append(cppsdk.judge_core(said["loaded"]) if "loaded" in said else
+                     skipped(stages.CPP_CORE.name, "not run: the C++ consumer did not end its run (see C++ consumer with "
+                                                   "data file)"))
+        return found
 
 
 # The checks the parent judges itself: from the files the exports wrote, read by its own readers

