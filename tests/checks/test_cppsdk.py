@@ -51,3 +51,43 @@ def test_a_wheel_without_a_cpp_runtime_is_told_apart(pypi_1_4_1, wheel_x86_64):
     assert consumer.nothing_to_judge(bare) == "the wheel ships no C++ SDK (no executorch/share/cmake/executorch-config.cmake)"
     no_delegate = dataclasses.replace(new, files=tuple(f for f in new.files if f != consumer.library_of("backend_xnnpack")))
     assert "has no executorch::backend_xnnpack" in str(consumer.missing_delegate(no_delegate, "xnnpack"))
+
+
+def test_headers_that_do_not_compile_alone_fail_and_a_missing_system_header_is_said_not_judged():
+    good = cppsdk.judge_headers(117, (), ())
+    assert good.status is Status.PASS and good.reason.startswith("117 headers under executorch/include compile alone")
+    broken = cppsdk.judge_headers(117, ("executorch/runtime/core/evalue.h: fatal error: executorch/runtime/core/tag.h: "
+                                        "No such file or directory",), ())
+    assert broken.status is Status.FAIL
+    assert broken.reason.startswith("1 of 117 headers do not compile alone: executorch/runtime/core/evalue.h: fatal error")
+    aside = cppsdk.judge_headers(125, (), (("executorch/extension/cuda/caller_stream.h", "cuda_runtime.h"),))
+    assert aside.status is Status.PASS and aside.reason.startswith("124 headers under executorch/include compile alone")
+    assert aside.reason.endswith("1 not judged here: they include cuda_runtime.h, which the wheel does not ship and this machine lacks")
+    nothing = cppsdk.judge_headers(1, (), (("a.h", "cuda.h"),))
+    assert nothing.status is Status.SKIP
+
+
+class _Lib:
+    def __init__(self, *defined):
+        self.defined, self.weak_defined = frozenset(defined), frozenset()
+
+
+REGISTER = "_ZN10executorch7runtime16register_backendERKNS0_7BackendE"
+POOL = "_ZN10executorch9extension10threadpool14get_threadpoolEv"
+
+
+def test_one_runtime_core_in_the_cpp_process_fails_a_second_registry_among_the_loaded_objects():
+    libs = {"/env/executorch/lib/libexecutorch.so": _Lib(REGISTER), "/env/executorch/lib/libexecutorch_threadpool.so": _Lib(POOL),
+            "/lib/libc.so.6": _Lib()}
+    one = cppsdk.judge_core(["linux-vdso.so.1", *libs], libs.__getitem__)
+    assert one.status is Status.PASS
+    assert one.reason == ("one definer of each component among the 4 objects the C++ consumer loaded: the backend registry, "
+                          "thread pool in libexecutorch.so, libexecutorch_threadpool.so")
+    libs["/env/executorch/lib/libsecond.so"] = _Lib(REGISTER)
+    two = cppsdk.judge_core(list(libs), libs.__getitem__)
+    assert two.status is Status.FAIL
+    assert two.reason.startswith("the C++ consumer's process holds two copies of the runtime's state: the backend registry: "
+                                 "libexecutorch.so and libsecond.so")
+    assert cppsdk.judge_core("not a list").status is Status.FAIL
+    unread = cppsdk.judge_core(["/nowhere/libgone.so"])
+    assert unread.status is Status.PASS and unread.reason.endswith("1 not read: /nowhere/libgone.so: No such file or directory")

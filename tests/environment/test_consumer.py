@@ -1,7 +1,8 @@
 """The C++ consumer (issue 49), built for real against a copy of the installed 1.5.1 SDK (its include/, lib/ and
 share/cmake), and each of its checks shown to FAIL on a mutant: a header another includes removed, the delegate's
 library the config would define a target from removed, the config naming a library the wheel lacks, the data file's
-payload zeroed, a program that keeps its weights."""
+payload zeroed, a program that keeps its weights, a config whose targets give no $ORIGIN search path, a second
+backend registry loaded with the delegate."""
 
 from __future__ import annotations
 
@@ -61,6 +62,17 @@ def _runs(built: consumer.Built, folder: Path, tmp_path: Path):
     return with_data, without
 
 
+def _deployed_and_core(built: consumer.Built, folder: Path, tmp_path: Path):
+    eager, inputs = _eager()
+    given = tmp_path / "inputs.txt"
+    consumer.write_inputs(given, inputs["weighted"])
+    assert built.deployed is not None and built.deployed.binary is not None, built.deployed
+    deployed = cppsdk.judge_deployed(consumer.run(built.deployed.binary, folder / "model.pte", folder / "model.ptd", given, ENV),
+                                     "model.ptd", eager["weighted"], built.deployed.said)
+    said = consumer.run(built.binary, folder / "model.pte", folder / "model.ptd", given, ENV)
+    return deployed, cppsdk.judge_core(said["loaded"])
+
+
 def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_data_file(wheel_x86_64, exported, tmp_path):
     built = _built(wheel_x86_64, _site(tmp_path), tmp_path)
     assert built.binary is not None, built.said
@@ -69,6 +81,13 @@ def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_
     with_data, without = _runs(built, exported["weighted"], tmp_path)
     assert with_data.status is Status.PASS, with_data.reason
     assert without.status is Status.PASS and without.reason.startswith("the load without model.ptd ended the C++ consumer with SIG")
+    assert built.headers is not None and built.headers.count > 100 and not built.headers.failures, built.headers
+    assert cppsdk.judge_headers(built.headers.count, built.headers.failures, built.headers.unjudged).status is Status.PASS
+    deployed, core = _deployed_and_core(built, exported["weighted"], tmp_path)
+    assert deployed.status is Status.PASS, deployed.reason
+    assert deployed.reason.startswith("loaded with model.ptd by the deployed C++ consumer (the consumer and ")
+    assert core.status is Status.PASS and "the backend registry, kernel registry, thread pool in libexecutorch.so, " \
+                                          "libexecutorch_threadpool.so" in core.reason, core.reason
     again = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path / "site", tmp_path / "consumer", "xnnpack", ENV).start().built(600)
     assert again.said.startswith("built in an earlier run of this environment")  # a warm run only runs it
 
@@ -80,6 +99,9 @@ def test_a_header_another_includes_removed_fails_the_build_naming_it(wheel_x86_6
     assert built.binary is None and built.failed
     assert built.said.startswith("the consumer's build against the installed package config (runtime kernels_optimized backend_xnnpack) exited")
     assert "error.h" in built.said
+    assert built.headers is not None
+    headers = cppsdk.judge_headers(built.headers.count, built.headers.failures, built.headers.unjudged)
+    assert headers.status is Status.FAIL and "executorch/runtime/core/error.h: No such file or directory" in headers.reason
 
 
 def test_the_delegates_library_removed_fails_the_configure_naming_the_component(wheel_x86_64, tmp_path):
@@ -123,3 +145,42 @@ def test_a_zeroed_data_file_and_weights_in_the_program_fail_their_checks(wheel_x
     (baked / "model.ptd").write_bytes((exported["weighted"] / "model.ptd").read_bytes())
     _, without = _runs(built, baked, tmp_path)
     assert without.status is Status.FAIL and without.reason.endswith("the weights are not coming from the data file")
+
+
+def test_a_config_whose_targets_give_no_origin_search_path_fails_the_deployed_run(wheel_x86_64, exported, tmp_path):
+    """The installed consumer still runs (its absolute folder finds the runtime); its copy cannot be deployed."""
+    site = _site(tmp_path)
+    config = site / "executorch/share/cmake/executorch-config.cmake"
+    text = config.read_text()
+    assert text.count('"LINKER:-rpath,$ORIGIN"') == 2
+    config.write_text(text.replace('"LINKER:-rpath,$ORIGIN/../lib"', "").replace('"LINKER:-rpath,$ORIGIN"', ""))
+    built = _built(wheel_x86_64, site, tmp_path)
+    assert built.binary is not None, built.said
+    with_data, _ = _runs(built, exported["weighted"], tmp_path)
+    assert with_data.status is Status.PASS, with_data.reason
+    assert built.deployed is not None and built.deployed.binary is None and built.deployed.failed
+    assert built.deployed.said.startswith("the consumer's RUNPATH (") and "has no $ORIGIN entry, so it cannot be deployed" \
+        in built.deployed.said
+
+
+def test_a_second_backend_registry_loaded_with_the_delegate_fails_one_runtime_core_in_the_cpp_process(wheel_x86_64, exported,
+                                                                                                      tmp_path, patchelf):
+    """A library defining the backend registry's functions, needed by the shipped XNNPACK delegate's library."""
+    import subprocess
+
+    site = _site(tmp_path)
+    lib = site / "executorch/lib"
+    source = tmp_path / "second.cpp"
+    source.write_text("namespace executorch { namespace runtime { struct Backend;\n"
+                      "int register_backend(const Backend&) { return 0; }\n"
+                      "unsigned long get_num_registered_backends() { return 0; } } }\n")
+    compiler = consumer.find_compiler()
+    assert compiler is not None
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(lib / "libsecond_registry.so"), str(source)], check=True)
+    subprocess.run([patchelf, "--add-needed", "libsecond_registry.so", str(lib / "libexecutorch_backend_xnnpack.so")], check=True)
+    built = _built(wheel_x86_64, site, tmp_path)
+    assert built.binary is not None, built.said
+    _, core = _deployed_and_core(built, exported["weighted"], tmp_path)
+    assert core.status is Status.FAIL
+    assert core.reason.startswith("the C++ consumer's process holds two copies of the runtime's state: the backend registry: ")
+    assert "libexecutorch.so and libsecond_registry.so" in core.reason

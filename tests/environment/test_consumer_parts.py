@@ -1,0 +1,44 @@
+"""The C++ consumer's parts that need no wheel (issue 49): every header compiled alone, told apart by whose header is
+missing, with the host's real compiler on a small include tree made here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from smoke.environment import consumer, loaderenv
+
+ENV = loaderenv.clean(os.environ).env
+
+
+def _tree(site: Path, headers: dict[str, str]) -> None:
+    for name, text in headers.items():
+        path = site / "executorch" / "include" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_each_header_is_compiled_alone_and_a_missing_one_is_the_wheels_only_under_its_own_folders(tmp_path):
+    compiler = consumer.find_compiler()
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    _tree(tmp_path, {
+        "executorch/runtime/good.h": "#pragma once\ninline int good() { return 1; }\n",
+        "executorch/runtime/uses_good.h": "#pragma once\n#include <executorch/runtime/good.h>\ninline int two() { return good() + 1; }\n",
+        "executorch/runtime/needs_removed.h": "#pragma once\n#include <executorch/runtime/removed.h>\n",
+        "executorch/runtime/broken.h": "#pragma once\ninline int broken() { return undeclared_name; }\n",
+        "executorch/extension/cuda/needs_toolkit.h": "#pragma once\n#include <gate_no_such_toolkit_runtime.h>\n",
+        "executorch/runtime/core/portable_type/c10/c10/util/part.h":
+            "#ifndef WHOLE\n#error this header is not meant to be individually included\n#endif\n",
+    })
+    found = consumer.headers_alone(tmp_path, compiler, ENV)
+    assert found.count == 5  # part.h guards itself against being included alone: left out
+    assert sorted(f.split(":", 1)[0] for f in found.failures) == ["executorch/runtime/broken.h", "executorch/runtime/needs_removed.h"]
+    assert any("executorch/runtime/removed.h" in f for f in found.failures)
+    assert found.unjudged == (("executorch/extension/cuda/needs_toolkit.h", "gate_no_such_toolkit_runtime.h"),)
+
+
+def test_a_wheel_with_no_include_folder_has_no_headers(tmp_path):
+    assert consumer.headers_alone(tmp_path, "c++", ENV) == consumer.Headers(0, ())
