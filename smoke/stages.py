@@ -54,6 +54,8 @@ RUN: ChildCheck = Check("run with data file", CHILD, 60, per_model=True)
 NEGATIVE: ChildCheck = Check("negative control (weighted, no data file)", CHILD, 70)
 # A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.child.portable).
 PORTABLE: ChildCheck = Check("portable kernels", CHILD, 75)
+# A program whose quantize/dequantize only the quantized kernels run, with no delegate (smoke.child.portable).
+QUANTIZED: ChildCheck = Check("quantized kernels", CHILD, 76)
 # Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.child.extensions).
 EXTENSIONS: ChildCheck = Check("extension modules import", CHILD, 80)
 # The wheel's C++ SDK (issue 49), judged by the parent on what the child exported: a C++ consumer built out of tree
@@ -63,9 +65,10 @@ CPP_RUN: ChildCheck = Check("C++ consumer with data file", CHILD, 85)
 CPP_NEGATIVE: ChildCheck = Check("C++ consumer without data file", CHILD, 86)
 CPP_DEPLOYED: ChildCheck = Check("C++ consumer deployed", CHILD, 87)
 CPP_CORE: ChildCheck = Check("C++ one runtime core", CHILD, 88)
-CPP_CHECKS = (CPP_HEADERS, CPP_RUN, CPP_NEGATIVE, CPP_DEPLOYED, CPP_CORE)
+CPP_QUANTIZED: ChildCheck = Check("C++ quantized kernels", CHILD, 89)
+CPP_CHECKS = (CPP_HEADERS, CPP_RUN, CPP_NEGATIVE, CPP_DEPLOYED, CPP_CORE, CPP_QUANTIZED)
 CHILD_PROCESS: ChildCheck = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, EXTENSIONS, *CPP_CHECKS, CHILD_PROCESS)
+CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, QUANTIZED, EXTENSIONS, *CPP_CHECKS, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
 IMPORT_PHASE = "import torch and executorch"

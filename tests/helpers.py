@@ -655,3 +655,18 @@ def eager_judged(name: str, ran: dict, workdir: Path, data_file: str = "model.pt
     from smoke.child.reference import answers
 
     return outputs.judge_ran(name, ran, workdir, data_file, {label: tensors.decode(found) for label, found in answers().items()})
+
+
+def empty_library(soname: str, folder: Path) -> bytes:
+    """A shared library that defines nothing, made with the host's C compiler, under ``soname``: a shipped library
+    emptied (issue 47: PyPI's 1.5.1 with its quantized kernels emptied so PASSed every row)."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "no C compiler for the empty library"
+    folder.mkdir(parents=True, exist_ok=True)
+    source, target = folder / "empty.c", folder / soname
+    source.write_text("/* nothing */\n")
+    subprocess.run([compiler, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(target), str(source)], check=True)
+    return target.read_bytes()

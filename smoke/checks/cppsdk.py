@@ -16,6 +16,9 @@
 - ``C++ consumer deployed``: the consumer copied beside a copy of the wheel's libraries, with only the ``$ORIGIN``
   entries of their search paths (upstream's ``_assert_runs_relocated``), runs the weighted program with its data file
   and gives eager's answer: the package config's targets make a consumer relocatable.
+- ``C++ quantized kernels``: the consumer, linking the quantized kernels component where the wheel ships its library,
+  runs ``quantized kernels``' program (an int8 quantize and dequantize, then a Linear, no delegate) and gives eager's
+  answer: upstream's test_cpp_sdk.py asks that the quantized kernels component runs a model.
 - ``C++ one runtime core``: in the C++ consumer's process, after it ran, one loaded object defines each component
   with process-wide state (the backend and operator registries, the thread pool, ...: ``smoke.checks.owners``'
   table, read from the objects the process loaded, as the loader listed them). A second registry is one a backend
@@ -35,7 +38,7 @@ from smoke.checks import owners
 from smoke.checks.outputs import compare
 from smoke.readers import elf
 from smoke.results import CheckResult, failed, passed, skipped
-from smoke.stages import CPP_CHECKS, CPP_CORE, CPP_DEPLOYED, CPP_HEADERS, CPP_NEGATIVE, CPP_RUN
+from smoke.stages import CPP_CHECKS, CPP_CORE, CPP_DEPLOYED, CPP_HEADERS, CPP_NEGATIVE, CPP_QUANTIZED, CPP_RUN
 
 LOADED_BYTES = 1 << 30  # an object the process loaded is read whole for its symbols; larger than this, it is named unread
 
@@ -70,6 +73,17 @@ def judge_deployed(said: dict[str, Any], data_file: str, eager: list[tensors.Out
     if "signal" in said:
         return failed(name, f"the deployed C++ consumer ({how}) was ended by {said['signal']}")
     return failed(name, f"the deployed C++ consumer ({how}): {said.get('error') or said.get('failed')}")
+
+
+def judge_quantized(said: dict[str, Any], eager: list[tensors.Output]) -> CheckResult:
+    """The consumer, linking ``executorch::kernels_quantized``, on the quantized program (no delegate, no data file)."""
+    name = CPP_QUANTIZED.name
+    how = "executorch::kernels_quantized linked, Module(quantized model.pte)"
+    if "outputs" in said:
+        return compare(name, said["outputs"], eager, f"no delegate by a C++ consumer ({how})")
+    if "signal" in said:
+        return failed(name, f"the C++ consumer ({how}) was ended by {said['signal']}")
+    return failed(name, f"the C++ consumer ({how}): {said.get('error') or said.get('failed')}")
 
 
 def judge_core(loaded: Any, read=None) -> CheckResult:

@@ -7,6 +7,9 @@ ran. So the child's word is never the verdict: code of the wheel that forges a P
 - ``run with data file (LABEL)``: the outputs, against eager's for that model;
 - ``portable kernels``: the program, read here (no plan carries a delegate, operators are left to the kernels), and its
   outputs, against eager's.
+- ``quantized kernels``: as ``portable kernels``, and the program must leave ``quantized_decomposed``'s quantize and
+  dequantize to the kernels. The child may skip it only where the wheel ships no ``executorch/kernels/quantized``
+  (1.2.0's CUDA build is made without them); a skip of a wheel that ships them FAILs.
 """
 
 from __future__ import annotations
@@ -17,12 +20,20 @@ from typing import Any
 from smoke import tensors
 from smoke.checks.exported import program_facts
 from smoke.results import CheckResult, failed, passed, skipped
-from smoke.stages import MODELS, PORTABLE, RUN
+from smoke.stages import MODELS, PORTABLE, QUANTIZED, RUN
 
 OUTPUT_VALUES = 256  # kept per output in a check's measurements (what ``compare`` sets side by side)
 PORTABLE_LABEL = "portable"
+QUANTIZED_LABEL = "quantized"
 # The checks a child hands over with ``ran``, and the model each one's eager answer is of.
-JUDGED = {**{RUN.of(label): label for label in MODELS}, PORTABLE.name: PORTABLE_LABEL}
+JUDGED = {**{RUN.of(label): label for label in MODELS}, PORTABLE.name: PORTABLE_LABEL, QUANTIZED.name: QUANTIZED_LABEL}
+# What the quantized program must leave to the kernels (the out variants the quantized kernels library registers).
+QUANTIZED_OPERATORS = ("quantized_decomposed::quantize_per_tensor.out", "quantized_decomposed::dequantize_per_tensor.out")
+QUANTIZED_FOLDER = "executorch/kernels/quantized/"  # where a wheel ships them for Python (their AOT library)
+
+
+def ships_quantized_kernels(files) -> bool:
+    return any(f.startswith(QUANTIZED_FOLDER) and "quantized_ops_aot_lib" in f for f in files)
 
 
 def compare(name: str, given: Any, expected: list[tensors.Output], loaded_with: str, **measured: Any) -> CheckResult:
@@ -42,8 +53,9 @@ def compare(name: str, given: Any, expected: list[tensors.Output], loaded_with: 
                   **measured)
 
 
-def _portable_program(pte: Path) -> tuple[str, dict[str, Any]]:
-    """Why the portable program does not prove the kernels ("" where it does), and what was read of it."""
+def _portable_program(pte: Path, required: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """Why a program with no delegate does not prove the kernels ("" where it does; ``required``: operators it must
+    leave to them), and what was read of it."""
     program = program_facts(pte)
     if "error" in program:
         return f"cannot read the program: {program['error']}", {}
@@ -55,26 +67,31 @@ def _portable_program(pte: Path) -> tuple[str, dict[str, Any]]:
         why = (f"plans {delegated} carry delegates" if delegated else
                "no execution plan" if not plans else "no operator is left to the kernels")
         return f"{pte.name} does not prove the kernels: {why}", {**measured, "delegates": delegated}
+    if missing := [op for op in required if op not in operators]:
+        return f"{pte.name} does not prove the kernels: it leaves no {', '.join(missing)} to them", measured
     return "", measured
 
 
 def judge_ran(name: str, ran: dict[str, Any], workdir: Path, data_file: str, eager: dict[str, list[tensors.Output]],
-              eager_error: str = "") -> CheckResult:
+              eager_error: str = "", wheel_files=(), unbuilt: dict[str, str] | None = None) -> CheckResult:
     """A check the child handed over (``name``, one of ``JUDGED``): skipped as it says, failed as it says, or its
-    outputs held to eager's (``eager``: by model; ``eager_error``: why there is no answer to hold them to)."""
+    outputs held to eager's (``eager``: by model; ``eager_error``: why there is no answer to hold them to; ``unbuilt``:
+    an optional model eager could not build, with why; ``wheel_files``: what the wheel ships, which a skip must fit)."""
     label = JUDGED[name]
     if isinstance(ran.get("skipped"), str):
+        if label == QUANTIZED_LABEL and ships_quantized_kernels(wheel_files):
+            return failed(name, f"the child skipped it ({ran['skipped']}), yet the wheel ships {QUANTIZED_FOLDER}")
         return skipped(name, ran["skipped"])
     given = ran.get("error")
     error = given if isinstance(given, str) and given else "the child gave neither outputs nor an error"
     measured: dict[str, Any] = {}
     if isinstance(ran.get("registered_backends"), list):
         measured["registered_backends"] = [str(b) for b in ran["registered_backends"]][:64]
-    if label == PORTABLE_LABEL:
-        pte = workdir / PORTABLE_LABEL / "model.pte"
+    if label in (PORTABLE_LABEL, QUANTIZED_LABEL):
+        pte = workdir / label / "model.pte"
         if "outputs" not in ran and not pte.exists():  # the export itself failed
             return failed(name, error, **measured)
-        wrong, read = _portable_program(pte)
+        wrong, read = _portable_program(pte, QUANTIZED_OPERATORS if label == QUANTIZED_LABEL else ())
         measured.update(read)
         if wrong:
             return failed(name, wrong, **measured)
@@ -89,4 +106,7 @@ def judge_ran(name: str, ran: dict[str, Any], workdir: Path, data_file: str, eag
         loaded_with = data_file if written else "no data file (none was written)"
     if eager_error:
         return failed(name, f"loaded with {loaded_with}; its outputs cannot be judged: {eager_error}", **measured)
+    if label not in eager:
+        why = (unbuilt or {}).get(label, "eager gave no answer for it")
+        return skipped(name, f"loaded with {loaded_with}; not judged: {why}", **measured)
     return compare(name, ran["outputs"], eager[label], loaded_with, **measured)

@@ -203,6 +203,16 @@ def split_problems(found: dict[str, Definers], shipped: set[str], wheel: Wheel |
     for (owner, when), components in missing.items():
         problems.append(f"the wheel ships no {owner}, which owns the {', '.join(components)} (upstream's table "
                         f"requires it{when}: packaging dropped it or the build did not make it)")
+    # A required owner that ships but defines none of its component's functions (issue 47: PyPI's 1.5.1 with
+    # libexecutorch_kernels_quantized.so emptied, its SONAME kept, PASSed every row: the file was counted, not read).
+    empty: dict[str, list[str]] = defaultdict(list)
+    for component in COMPONENTS:
+        if component.name not in found and component.owner in shipped and required(component, wheel):
+            empty[component.owner].append(component.name)
+    for owner, components in empty.items():
+        functions = [f for c in components for f in BY_NAME[c].functions]
+        problems.append(f"{owner} ships but defines none of the {', '.join(components)}' functions ({', '.join(functions[:3])}"
+                        f"{', ...' if len(functions) > 3 else ''}): upstream's table names it their owner")
     return problems
 
 
@@ -265,8 +275,11 @@ def check_runtime_core(wheel: Wheel | None, row: Row, libraries: Libraries) -> C
         more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
         copies = any(" each define the " in p for p in problems)
         outside = any(" layout puts in " in p for p in problems)
+        empty = any(" ships but defines none of the " in p for p in problems)
         lead = ("two copies of the runtime's state in one process: " if copies else
-                "a runtime component outside its owner: " if outside else "a runtime component's owner is not shipped: ")
+                "a runtime component outside its owner: " if outside else
+                "a runtime component's owner defines none of it: " if empty and not any("the wheel ships no " in p for p in problems)
+                else "a runtime component's owner is not shipped: ")
         return failed(NAME, lead + "; ".join(problems[:2]) + more + apart, problems=problems, **measured)
     if not found:
         return passed(NAME, f"no shipped library defines a runtime component ({layout})", **measured)

@@ -14,9 +14,14 @@ from typing import Any
 from smoke import tensors
 from smoke.child.models import SEED, run_program
 from smoke.child.probe import one_line
-from smoke.stages import PORTABLE
+from smoke.stages import PORTABLE, QUANTIZED
 
 PHASE = "portable kernels"
+QUANTIZED_PHASE = "quantized kernels"
+# The quantized model's per-tensor parameters. The scale is a power of two (2**-4), so x / scale is exact in binary
+# floating point and eager's quantize/dequantize and the kernels' round the same values the same way (half to even):
+# their answers agree to the float tolerance of the other runs (smoke.tensors), which the Linear after them sets.
+QUANT_SCALE, QUANT_ZERO, QUANT_MIN, QUANT_MAX = 0.0625, 3, -128, 127
 
 
 def portable_model():
@@ -62,5 +67,54 @@ def check_portable(folder: Path) -> dict[str, Any]:
     try:
         outputs = run_program(pte, None, example)
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run its own kernels is the finding
+        return {"name": name, "error": f"loading or running raised {one_line(exc)}"}
+    return {"name": name, "outputs": tensors.encode_all(outputs)}
+
+
+def quantized_model():
+    """An int8 quantize and dequantize of the input (``quantized_decomposed``, torch's own definition of the ops the
+    PT2E flow inserts), then a Linear: a program whose first two operators only the quantized kernels run, seeded."""
+    import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines torch.ops.quantized_decomposed)
+
+    class Quantized(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            ops = torch.ops.quantized_decomposed
+            q = ops.quantize_per_tensor.default(x, QUANT_SCALE, QUANT_ZERO, QUANT_MIN, QUANT_MAX, torch.int8)
+            return self.linear(ops.dequantize_per_tensor.default(q, QUANT_SCALE, QUANT_ZERO, QUANT_MIN, QUANT_MAX, torch.int8))
+
+    torch.manual_seed(SEED + 1)
+    model = Quantized().eval()
+    return model, (torch.randn(3, 8) * 4,)  # some values past the int8 range's ends: the clamp is exercised too
+
+
+def check_quantized(folder: Path) -> dict[str, Any]:
+    """The quantized kernels: the program exported with no partitioner once ``executorch.kernels.quantized`` has
+    registered their out variants with torch (upstream's way: its ``__init__`` loads ``quantized_ops_aot_lib``, which
+    links the runtime's quantized kernels library), loaded and run. Handed over as ``check_portable``'s."""
+    import importlib.util
+
+    name = QUANTIZED.name
+    if importlib.util.find_spec("executorch.kernels.quantized") is None:
+        return {"name": name, "skipped": "not run: the wheel ships no executorch.kernels.quantized"}
+    try:
+        import executorch.kernels.quantized  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        return {"name": name, "error": f"import executorch.kernels.quantized raised {one_line(exc)}"}
+    try:
+        model, example = quantized_model()
+    except Exception as exc:  # noqa: BLE001
+        return {"name": name, "error": f"the quantized model cannot be built with this torch: {one_line(exc)}"}
+    try:
+        pte = export_portable(model, example, folder)
+    except Exception as exc:  # noqa: BLE001
+        return {"name": name, "error": f"the export with no delegate raised {one_line(exc)}"}
+    try:
+        outputs = run_program(pte, None, example)
+    except Exception as exc:  # noqa: BLE001
         return {"name": name, "error": f"loading or running raised {one_line(exc)}"}
     return {"name": name, "outputs": tensors.encode_all(outputs)}

@@ -68,12 +68,13 @@ def mapped_files() -> list[str]:
     return sorted(files)
 
 
-def answers(inputs: dict | None = None) -> dict[str, list[dict]]:
-    """Each model's outputs (and, into ``inputs`` where given, each model's inputs), as ``smoke.tensors`` writes them."""
+def answers(inputs: dict | None = None, unbuilt: dict | None = None) -> dict[str, list[dict]]:
+    """Each model's outputs (and, into ``inputs`` where given, each model's inputs), as ``smoke.tensors`` writes them;
+    into ``unbuilt``, the optional models this torch cannot build, each with why."""
     import torch
 
     from smoke.child.models import models
-    from smoke.child.portable import portable_model
+    from smoke.child.portable import portable_model, quantized_model
 
     torch.set_num_threads(1)  # beside the child's exports: one core's work, a few milliseconds of it
     found = {}
@@ -84,6 +85,15 @@ def answers(inputs: dict | None = None) -> dict[str, list[dict]]:
                 inputs[label] = tensors.encode_all(list(example))
         model, example = portable_model()
         found["portable"] = tensors.encode_all(model(*example))
+        try:
+            model, example = quantized_model()
+        except Exception as exc:  # noqa: BLE001 - a torch without the quantized ops: that program alone is not judged
+            if unbuilt is not None:
+                unbuilt["quantized"] = f"the quantized model cannot be built with this torch: {type(exc).__name__}: {exc}"
+        else:
+            found["quantized"] = tensors.encode_all(model(*example))
+            if inputs is not None:
+                inputs["quantized"] = tensors.encode_all(list(example))
     return found
 
 
@@ -96,9 +106,10 @@ def main(prefix: str) -> int:
         print(f"torch cannot be imported from the environment's site-packages {sites} ({exc})", file=sys.stderr)
         return 1
     inputs: dict[str, list[dict]] = {}
-    outputs = answers(inputs)
+    unbuilt: dict[str, str] = {}
+    outputs = answers(inputs, unbuilt)
     import torch
 
-    print(json.dumps({"outputs": outputs, "inputs": inputs, "torch": torch.__version__, "prefix": prefix, "sites": sites,
+    print(json.dumps({"outputs": outputs, "inputs": inputs, "unbuilt": unbuilt, "torch": torch.__version__, "prefix": prefix, "sites": sites,
                       "files": mapped_files(), "executorch_imported": "executorch" in sys.modules}))
     return 0

@@ -33,7 +33,7 @@ from smoke.child.loads import forkable as loads_forkable
 from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
 from smoke.child.negative import fork_control, negative_control, send_control, start_negative_process
 from smoke.child.portable import PHASE as PORTABLE_PHASE
-from smoke.child.portable import check_portable
+from smoke.child.portable import QUANTIZED_PHASE, check_portable, check_quantized
 from smoke.child.probe import probe
 from smoke.child.row import ChildRow
 from smoke.record import FailFast, Recorder
@@ -184,6 +184,8 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     # No device needed: the kernels run on the CPU on every row, so this never skips.
     with rec.phase(PORTABLE_PHASE):
         hand_over(rec, check_portable(workdir / "portable"))
+    with rec.phase(QUANTIZED_PHASE):
+        hand_over(rec, check_quantized(workdir / "quantized"))
 
     name = NEGATIVE.name
     if control():

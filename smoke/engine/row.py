@@ -537,7 +537,7 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
     made = sdk.built(consumer.BUILD_SECONDS * 2)
     headers = (cppsdk.judge_headers(made.headers.count, made.headers.failures, made.headers.unjudged) if made.headers
                else skipped(stages.CPP_HEADERS.name, f"not run: {made.said}"))
-    runs = (stages.CPP_RUN, stages.CPP_NEGATIVE, stages.CPP_DEPLOYED, stages.CPP_CORE)
+    runs = (stages.CPP_RUN, stages.CPP_NEGATIVE, stages.CPP_DEPLOYED, stages.CPP_CORE, stages.CPP_QUANTIZED)
     if made.binary is None:
         if made.failed:
             return [headers, failed(stages.CPP_RUN.name, made.said),
@@ -571,7 +571,27 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
         found.append(cppsdk.judge_core(said["loaded"]) if "loaded" in said else
                      skipped(stages.CPP_CORE.name, "not run: the C++ consumer did not end its run (see C++ consumer with "
                                                    "data file)"))
+        found.append(_cpp_quantized(sdk, made.binary, workdir, answers))
         return found
+
+
+def _cpp_quantized(sdk: consumer.Consumer, binary: Path, workdir: Path, answers: reference.Answers) -> CheckResult:
+    """The quantized kernels component runs the quantized program (``quantized kernels``' own) in the consumer."""
+    name = stages.CPP_QUANTIZED.name
+    component = consumer.QUANTIZED_KERNELS
+    if consumer.library_of(component) not in sdk.wheel.files:
+        return skipped(name, f"not run: the wheel's C++ SDK has no executorch::{component} "
+                             f"({consumer.library_of(component)} is not shipped)")
+    pte = workdir / outputs.QUANTIZED_LABEL / "model.pte"
+    if not pte.is_file():
+        return skipped(name, f"not run: no quantized program was exported (see {stages.QUANTIZED.name})")
+    label = outputs.QUANTIZED_LABEL
+    if label not in answers.outputs or not answers.inputs or label not in answers.inputs:
+        return skipped(name, f"not run: {answers.unbuilt.get(label, 'eager gave no answer for it')}")
+    inputs = workdir / "cpp-quantized-inputs.txt"
+    with machine("the work folder", workdir, "--workdir"):
+        consumer.write_inputs(inputs, answers.inputs[label])
+    return cppsdk.judge_quantized(consumer.run(binary, pte, None, inputs, sdk.env), answers.outputs[label])
 
 
 # The checks the parent judges itself: from the files the exports wrote, read by its own readers
@@ -622,7 +642,7 @@ class RowEvents(ChildEvents):
             self.ran.add(name)
             answers = self.eager.answers(self.context.options.timeout)
             result = emit(self.context.run, outputs.judge_ran(name, question.data, self.workdir, self.context.row.backend.data_file,
-                                                              answers.outputs, answers.error))
+                                                              answers.outputs, answers.error, self.wheel.files, answers.unbuilt))
             return {"status": result.status.value}
         return {"error": f"no such question: {question.question!r}"}
 

@@ -43,6 +43,7 @@ RUN_SECONDS = 60
 # The component each delegate's programs need (the wheel's config names them executorch::<component>).
 DELEGATE_COMPONENT = {"xnnpack": "backend_xnnpack", "cuda": "backend_cuda"}
 KERNELS = "kernels_optimized"  # the CPU kernels' component, linked where the wheel ships its library
+QUANTIZED_KERNELS = "kernels_quantized"  # the quantized kernels' component, linked where the wheel ships its library
 
 CMAKELISTS = """cmake_minimum_required(VERSION 3.28)
 project(gate_consumer CXX)
@@ -172,11 +173,10 @@ def library_of(component: str) -> str:
 
 
 def components(wheel: Wheel, backend: str) -> list[str]:
-    """The components the row's consumer links: the runtime, the CPU kernels where the wheel ships them, the row's
-    delegate."""
+    """The components the row's consumer links: the runtime, the CPU kernels and the quantized kernels where the wheel
+    ships them, the row's delegate."""
     found = ["runtime"]
-    if library_of(KERNELS) in wheel.files:
-        found.append(KERNELS)
+    found += [kernels for kernels in (KERNELS, QUANTIZED_KERNELS) if library_of(kernels) in wheel.files]
     if backend in DELEGATE_COMPONENT:
         found.append(DELEGATE_COMPONENT[backend])
     return found
@@ -370,7 +370,10 @@ class Consumer:
         self._thread = threading.Thread(target=self._build, name="cpp-consumer", daemon=True)
 
     def _key(self, cmake: str, compiler: str) -> str:
-        text = json.dumps([self.wheel.sha256, self.backend, cmake, compiler, CMAKELISTS, CONSUMER, str(self.site)])
+        """What a kept build is of: the wheel, the components it links, the tools, and this module's own text (how the
+        build, the headers' compile and the deployment are made), so that a gate that builds otherwise builds anew."""
+        text = json.dumps([self.wheel.sha256, self.backend, components(self.wheel, self.backend), cmake, compiler,
+                           str(self.site), hashlib.sha256(Path(__file__).read_bytes()).hexdigest()])
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _run(self, cmd: list[str], log: Path) -> int:

@@ -16,7 +16,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -26,6 +26,7 @@ from smoke.readers.wheel import Wheel
 CODE = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.child.reference import main; sys.exit(main(sys.argv[2]))"
 LIMIT_BYTES = 8 * 1024 * 1024  # what is read of its standard output at most (its answer is a few kB)
 LABELS = ("weightless", "weighted", "portable")
+OPTIONAL = ("quantized",)  # a model a torch without its ops cannot build: that one is not judged, and says why
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Answers:
     outputs: dict[str, list[tensors.Output]]
     error: str = ""
     inputs: dict[str, list[tensors.Output]] | None = None  # each model's inputs (the C++ consumer is given them)
+    unbuilt: dict[str, str] = field(default_factory=dict)  # an optional model eager could not build, with why
 
 
 def installed_files(wheel: Wheel) -> tuple[frozenset[str], frozenset[str]]:
@@ -116,8 +118,12 @@ class Reference:
             if not isinstance(said, dict) or not isinstance(said.get("outputs"), dict):
                 raise ValueError("not an object with outputs")
             outputs = {label: tensors.decode(said["outputs"].get(label)) for label in LABELS}
+            outputs |= {label: tensors.decode(said["outputs"][label]) for label in OPTIONAL if label in said["outputs"]}
             given: dict[str, Any] = said["inputs"] if isinstance(said.get("inputs"), dict) else {}
-            inputs = {label: tensors.decode(value) for label, value in given.items() if label in LABELS}
+            inputs = {label: tensors.decode(value) for label, value in given.items() if label in (*LABELS, *OPTIONAL)}
+            told: dict[str, Any] = said["unbuilt"] if isinstance(said.get("unbuilt"), dict) else {}
+            unbuilt = {label: str(told.get(label) or "eager gave no answer for it") for label in OPTIONAL
+                       if label not in outputs}
         except (ValueError, RecursionError) as exc:
             return Answers({}, f"the process computing eager's answer said no answer the gate reads ({exc})")
         if said.get("executorch_imported") is not False:
@@ -125,7 +131,7 @@ class Reference:
         if own := wheels_files_among(said, self.wheel):
             return Answers({}, f"importing torch alone loaded {len(own)} of the wheel's own files ({', '.join(own[:3])}): "
                                f"eager's answer cannot be computed apart from the wheel's code")
-        return Answers(outputs, inputs=inputs)
+        return Answers(outputs, inputs=inputs, unbuilt=unbuilt)
 
     def _stderr_tail(self) -> str:
         try:

@@ -46,7 +46,7 @@ def test_a_wheel_without_a_cpp_runtime_is_told_apart(pypi_1_4_1, wheel_x86_64):
     assert old is not None and old.startswith("the wheel ships a CMake config and headers but no C++ runtime (executorch/lib/libexecutorch.so)")
     new = read_wheel(wheel_x86_64)
     assert consumer.nothing_to_judge(new) is None and consumer.missing_delegate(new, "xnnpack") is None
-    assert consumer.components(new, "xnnpack") == ["runtime", "kernels_optimized", "backend_xnnpack"]
+    assert consumer.components(new, "xnnpack") == ["runtime", "kernels_optimized", "kernels_quantized", "backend_xnnpack"]
     bare = dataclasses.replace(new, files=tuple(f for f in new.files if not f.startswith("executorch/share/cmake/")))
     assert consumer.nothing_to_judge(bare) == "the wheel ships no C++ SDK (no executorch/share/cmake/executorch-config.cmake)"
     no_delegate = dataclasses.replace(new, files=tuple(f for f in new.files if f != consumer.library_of("backend_xnnpack")))

@@ -261,3 +261,17 @@ def test_the_cuda_owners_are_required_on_a_cuda_wheel_only(slim_x86_64, tmp_path
             "table requires it on a CUDA wheel") in result.reason
     cpu = read_wheel(slim_x86_64)
     assert owners.check_runtime_core(cpu, CPU_ROW, shipped.read_libraries(cpu)).status is Status.PASS
+
+
+def test_a_required_owner_that_ships_and_defines_none_of_its_component_fails(slim_x86_64, tmp_path):
+    """Issue 47: 1.5.1 with its quantized kernels library emptied (the same SONAME, no symbol) PASSed every row."""
+    from tests.helpers import empty_library
+
+    quantized = "executorch/lib/libexecutorch_kernels_quantized.so"
+    wheel = with_files(slim_x86_64, tmp_path, add={quantized: empty_library("libexecutorch_kernels_quantized.so", tmp_path / "cc")})
+    result = owners.check_runtime_core(wheel, CPU_ROW, shipped.read_libraries(wheel))
+    assert result.status is Status.FAIL
+    assert result.reason.startswith("a runtime component's owner defines none of it: ")
+    assert result.reason.endswith(f"{quantized} ships but defines none of the quantized kernels' functions "
+                                  "(torch::executor::native::quantize_per_tensor_out, torch::executor::native::dequantize_per_tensor_out): "
+                                  "upstream's table names it their owner")

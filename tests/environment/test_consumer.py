@@ -2,7 +2,7 @@
 share/cmake), and each of its checks shown to FAIL on a mutant: a header another includes removed, the delegate's
 library the config would define a target from removed, the config naming a library the wheel lacks, the data file's
 payload zeroed, a program that keeps its weights, a config whose targets give no $ORIGIN search path, a second
-backend registry loaded with the delegate."""
+backend registry loaded with the delegate, the quantized kernels library emptied."""
 
 from __future__ import annotations
 
@@ -76,8 +76,9 @@ def _deployed_and_core(built: consumer.Built, folder: Path, tmp_path: Path):
 def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_data_file(wheel_x86_64, exported, tmp_path):
     built = _built(wheel_x86_64, _site(tmp_path), tmp_path)
     assert built.binary is not None, built.said
-    assert built.said.startswith("built with CMake 3.") and "linking executorch::runtime, executorch::kernels_optimized, " \
-                                                          "executorch::backend_xnnpack" in built.said
+    assert built.said.startswith("built with CMake 3.")
+    assert ("linking executorch::runtime, executorch::kernels_optimized, executorch::kernels_quantized, "
+            "executorch::backend_xnnpack") in built.said
     with_data, without = _runs(built, exported["weighted"], tmp_path)
     assert with_data.status is Status.PASS, with_data.reason
     assert without.status is Status.PASS and without.reason.startswith("the load without model.ptd ended the C++ consumer with SIG")
@@ -97,7 +98,7 @@ def test_a_header_another_includes_removed_fails_the_build_naming_it(wheel_x86_6
     (site / "executorch/include/executorch/runtime/core/error.h").unlink()
     built = _built(wheel_x86_64, site, tmp_path)
     assert built.binary is None and built.failed
-    assert built.said.startswith("the consumer's build against the installed package config (runtime kernels_optimized backend_xnnpack) exited")
+    assert built.said.startswith("the consumer's build against the installed package config (runtime kernels_optimized kernels_quantized backend_xnnpack) exited")
     assert "error.h" in built.said
     assert built.headers is not None
     headers = cppsdk.judge_headers(built.headers.count, built.headers.failures, built.headers.unjudged)
@@ -184,3 +185,37 @@ def test_a_second_backend_registry_loaded_with_the_delegate_fails_one_runtime_co
     assert core.status is Status.FAIL
     assert core.reason.startswith("the C++ consumer's process holds two copies of the runtime's state: the backend registry: ")
     assert "libexecutorch.so and libsecond_registry.so" in core.reason
+
+
+def _quantized(tmp_path: Path):
+    """``quantized kernels``' program, exported here as the child exports it, with eager's answer and its inputs."""
+    from smoke import tensors
+    from smoke.child.portable import check_quantized, quantized_model
+
+    ran = check_quantized(tmp_path / "quantized")
+    assert "outputs" in ran, ran
+    model, example = quantized_model()
+    given = tmp_path / "quantized-inputs.txt"
+    consumer.write_inputs(given, tensors.decode(tensors.encode_all(list(example))))
+    return tmp_path / "quantized" / "model.pte", given, tensors.decode(tensors.encode_all(model(*example)))
+
+
+def test_the_quantized_kernels_component_runs_the_quantized_program_and_an_emptied_one_fails(wheel_x86_64, tmp_path):
+    from tests.helpers import empty_library
+
+    pte, given, eager = _quantized(tmp_path)
+    built = _built(wheel_x86_64, _site(tmp_path / "real"), tmp_path / "real")
+    assert "executorch::kernels_quantized" in built.said
+    good = cppsdk.judge_quantized(consumer.run(built.binary, pte, None, given, ENV), eager)
+    assert good.status is Status.PASS, good.reason
+    assert good.reason.startswith("loaded with no delegate by a C++ consumer (executorch::kernels_quantized linked")
+
+    site = _site(tmp_path / "emptied")
+    library = site / "executorch/lib/libexecutorch_kernels_quantized.so"
+    library.write_bytes(empty_library(library.name, tmp_path / "cc"))
+    emptied = _built(wheel_x86_64, site, tmp_path / "emptied")
+    assert emptied.binary is not None, emptied.said  # it links: the library is there, with nothing in it
+    bad = cppsdk.judge_quantized(consumer.run(emptied.binary, pte, None, given, ENV), eager)
+    assert bad.status is Status.FAIL
+    assert bad.reason.startswith("the C++ consumer (executorch::kernels_quantized linked, Module(quantized model.pte)): "
+                                 "Module::"), bad.reason

@@ -42,3 +42,17 @@ def test_each_header_is_compiled_alone_and_a_missing_one_is_the_wheels_only_unde
 
 def test_a_wheel_with_no_include_folder_has_no_headers(tmp_path):
     assert consumer.headers_alone(tmp_path, "c++", ENV) == consumer.Headers(0, ())
+
+
+def test_a_kept_build_is_of_the_components_it_links(wheel_x86_64, tmp_path):
+    """A build kept from a gate that linked other components is not reused (one that did not link the quantized
+    kernels FAILed C++ quantized kernels with OperatorMissing, 0x14, on a working wheel)."""
+    import dataclasses
+
+    from smoke.readers.wheel import read_wheel
+
+    wheel = read_wheel(wheel_x86_64)
+    fewer = dataclasses.replace(wheel, files=tuple(f for f in wheel.files if f != consumer.library_of("kernels_quantized")))
+    keys = [consumer.Consumer(w, tmp_path, tmp_path / "c", "xnnpack", ENV)._key("cmake", "c++") for w in (wheel, fewer)]
+    assert keys[0] != keys[1]
+    assert keys[0] == consumer.Consumer(wheel, tmp_path, tmp_path / "c", "xnnpack", ENV)._key("cmake", "c++")

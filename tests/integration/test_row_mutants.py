@@ -1,10 +1,12 @@
 """The row end to end (``nox -s cpu_x86_64``) on mutants of PyPI's 1.5.1 wheel with torch declared (slow):
 a library missing whose copy is on the caller's library path, an extension module that finds libtorch
-only after torch and a library shipped twice."""
+only after torch and a library shipped twice, code of the wheel that forges the child's records or changes the model,
+the quantized kernels library emptied."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -161,3 +163,22 @@ def test_a_wheel_whose_code_changes_the_model_in_the_child_fails_against_eager_c
                                                        "the kernels (aten::add.out, aten::addmm.out, aten::mul.out"), out
     assert "output differs from eager: max abs diff " in failing[0]
     assert "PASS run with data file (weightless): " in out and "PASS run with data file (weighted): " in out
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_quantized_kernels_library_is_emptied_fails(declared_x86_64, tmp_path):
+    """Issue 47: the library's file kept (its SONAME), nothing in it. It PASSed every row: `cpu_x86_64: PASSED: 30
+    passed, 0 failed, 0 skipped`. Now the file check reads what the owner defines, and the quantized program runs."""
+    from tests.helpers import empty_library, nox
+
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant",
+                           add={QUANTIZED: empty_library("libexecutorch_kernels_quantized.so", tmp_path / "cc")})
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--report-dir", str(tmp_path / "reports"))
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert re.search(r"^FAIL one runtime core: a runtime component's owner defines none of it: "
+                     rf"{re.escape(QUANTIZED)} ships but defines none of the quantized kernels' functions", out, re.M), out
+    quantized = next(line for line in out.splitlines() if line.startswith(("PASS quantized kernels", "FAIL quantized kernels",
+                                                                           "SKIP quantized kernels")))
+    assert quantized.startswith("FAIL quantized kernels: "), quantized
+    assert re.search(r"^PASS portable kernels: ", out, re.M)  # the other kernels still run
