@@ -98,7 +98,8 @@ def test_a_header_another_includes_removed_fails_the_build_naming_it(wheel_x86_6
     (site / "executorch/include/executorch/runtime/core/error.h").unlink()
     built = _built(wheel_x86_64, site, tmp_path)
     assert built.binary is None and built.failed
-    assert built.said.startswith("the consumer's build against the installed package config (runtime kernels_optimized kernels_quantized backend_xnnpack) exited")
+    assert built.said.startswith("the consumer's build against the installed package config "
+                                 "(runtime kernels_optimized kernels_quantized backend_xnnpack) exited")
     assert "error.h" in built.said
     assert built.headers is not None
     headers = cppsdk.judge_headers(built.headers.count, built.headers.failures, built.headers.unjudged)
