@@ -99,8 +99,13 @@ def check_quantized(folder: Path) -> dict[str, Any]:
     import importlib.util
 
     name = QUANTIZED.name
-    if importlib.util.find_spec("executorch.kernels.quantized") is None:
-        return {"name": name, "skipped": "not run: the wheel ships no executorch.kernels.quantized"}
+    spec = importlib.util.find_spec("executorch.kernels.quantized")
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not any(Path(folder).glob("*quantized_ops_aot_lib*") for folder in folders):
+        # A build made without them (1.2.0's CUDA build here: EXECUTORCH_BUILD_KERNELS_QUANTIZED_AOT=OFF) ships the
+        # package's Python files alone; the parent FAILs this skip where the wheel ships the library.
+        return {"name": name, "skipped": "not run: the wheel ships no quantized kernels (no quantized_ops_aot_lib in "
+                                         "executorch/kernels/quantized)"}
     try:
         import executorch.kernels.quantized  # noqa: F401
     except Exception as exc:  # noqa: BLE001
