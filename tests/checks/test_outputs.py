@@ -120,3 +120,34 @@ def test_a_portable_export_that_failed_is_the_childs_error(tmp_path):
     result = outputs.judge_ran(PORTABLE.name, {"name": PORTABLE.name, "error": "the export with no delegate raised X"},
                                tmp_path, "model.ptd", {})
     assert result.status is Status.FAIL and result.reason == "the export with no delegate raised X"
+
+
+@pytest.mark.slow
+def test_the_quantized_kernels_skip_must_fit_the_wheel_and_its_program_must_leave_them_the_quantize(tmp_path):
+    from smoke.child.portable import export_portable, portable_model
+    from smoke.stages import QUANTIZED
+
+    said = {"name": QUANTIZED.name, "skipped": "not run: the wheel ships no quantized kernels"}
+    without = outputs.judge_ran(QUANTIZED.name, said, tmp_path, "model.ptd", {}, wheel_files=("executorch/__init__.py",))
+    assert without.status is Status.SKIP
+    shipped = ("executorch/kernels/quantized/libquantized_ops_aot_lib.so",)
+    refused = outputs.judge_ran(QUANTIZED.name, said, tmp_path, "model.ptd", {}, wheel_files=shipped)
+    assert refused.status is Status.FAIL
+    assert refused.reason == ("the child skipped it (not run: the wheel ships no quantized kernels), yet the wheel ships "
+                              "executorch/kernels/quantized/")
+    model, example = portable_model()  # no quantize in it: it proves no quantized kernel
+    export_portable(model, example, tmp_path / "quantized")
+    plain = outputs.judge_ran(QUANTIZED.name, {"name": QUANTIZED.name, "outputs": []}, tmp_path, "model.ptd", {"quantized": []})
+    assert plain.status is Status.FAIL
+    assert plain.reason == ("model.pte does not prove the kernels: it leaves no quantized_decomposed::quantize_per_tensor.out, "
+                            "quantized_decomposed::dequantize_per_tensor.out to them")
+    unbuilt = {"quantized": "the quantized model cannot be built with this torch: ImportError: x"}
+    (tmp_path / "quantized" / "model.pte").unlink()
+    import executorch.kernels.quantized  # noqa: F401
+
+    from smoke.child.portable import quantized_model
+
+    model, example = quantized_model()
+    export_portable(model, example, tmp_path / "quantized")
+    aside = outputs.judge_ran(QUANTIZED.name, {"name": QUANTIZED.name, "outputs": []}, tmp_path, "model.ptd", {}, unbuilt=unbuilt)
+    assert aside.status is Status.SKIP and aside.reason.endswith("not judged: the quantized model cannot be built with this torch: ImportError: x")
