@@ -92,6 +92,11 @@ def quantized_model():
     return model, (torch.randn(3, 8) * 4,)  # some values past the int8 range's ends: the clamp is exercised too
 
 
+def ships_quantized_library(folders: list[str]) -> bool:
+    """Whether the package's folders hold the library its ``__init__`` loads (``*quantized_ops_aot_lib.*``)."""
+    return any(next(Path(folder).glob("*quantized_ops_aot_lib*"), None) is not None for folder in folders)
+
+
 def check_quantized(folder: Path) -> dict[str, Any]:
     """The quantized kernels: the program exported with no partitioner once ``executorch.kernels.quantized`` has
     registered their out variants with torch (upstream's way: its ``__init__`` loads ``quantized_ops_aot_lib``, which
@@ -100,8 +105,7 @@ def check_quantized(folder: Path) -> dict[str, Any]:
 
     name = QUANTIZED.name
     spec = importlib.util.find_spec("executorch.kernels.quantized")
-    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if not any(Path(folder).glob("*quantized_ops_aot_lib*") for folder in folders):
+    if not ships_quantized_library(list(spec.submodule_search_locations or ()) if spec is not None else []):
         # A build made without them (1.2.0's CUDA build here: EXECUTORCH_BUILD_KERNELS_QUANTIZED_AOT=OFF) ships the
         # package's Python files alone; the parent FAILs this skip where the wheel ships the library.
         return {"name": name, "skipped": "not run: the wheel ships no quantized kernels (no quantized_ops_aot_lib in "

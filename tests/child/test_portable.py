@@ -44,3 +44,18 @@ def test_an_output_that_is_not_eagers_fails(tmp_path, monkeypatch):
     result = eager_judged(PORTABLE.name, ran, tmp_path)
     assert result.status is Status.FAIL
     assert "output differs from eager: max abs diff 0.1" in result.reason  # 0.5 through the sigmoid
+
+
+def test_the_quantized_kernels_are_skipped_only_where_the_package_holds_no_library(tmp_path):
+    """1.2.0's CUDA build ships executorch/kernels/quantized's Python files alone: a skip. On the H100 (a generator
+    taken for a found file) it was run and FAILed `Missing out variants`, a wrong verdict of a build made without them."""
+    from smoke.child.portable import ships_quantized_library
+
+    bare, full = tmp_path / "bare", tmp_path / "full"
+    for folder in (bare, full):
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+    (full / "libquantized_ops_aot_lib.so").write_bytes(b"")
+    assert not ships_quantized_library([str(bare)])
+    assert ships_quantized_library([str(bare), str(full)])
+    assert not ships_quantized_library([])
