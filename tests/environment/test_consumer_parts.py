@@ -56,3 +56,23 @@ def test_a_kept_build_is_of_the_components_it_links(wheel_x86_64, tmp_path):
     keys = [consumer.Consumer(w, tmp_path, tmp_path / "c", "xnnpack", ENV)._key("cmake", "c++") for w in (wheel, fewer)]
     assert keys[0] != keys[1]
     assert keys[0] == consumer.Consumer(wheel, tmp_path, tmp_path / "c", "xnnpack", ENV)._key("cmake", "c++")
+
+
+def test_no_cmake_or_no_compiler_is_one_line_naming_the_fix(wheel_x86_64, tmp_path, monkeypatch):
+    from smoke.readers.wheel import read_wheel
+
+    old = tmp_path / "bin"
+    old.mkdir()
+    fake = old / "cmake"
+    fake.write_text("#!/bin/sh\necho 'cmake version 3.22.1'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))  # nothing beside it
+    monkeypatch.setenv("PATH", str(old))
+    found, said = consumer.find_cmake()
+    assert found is None
+    assert said == f"no CMake 3.28 or newer ({fake} (3.22)): pip install 'cmake>=3.28,<4' into the interpreter that runs the gate"
+    built = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path, tmp_path / "c", "xnnpack", ENV).start().built(60)
+    assert built.binary is None and not built.failed and built.said == said and built.headers is None
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("CXX", raising=False)
+    assert consumer.find_compiler() is None
