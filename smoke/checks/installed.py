@@ -85,8 +85,63 @@ def check_delegate_registers(wheel: Wheel, row: Row, facts: dict[str, Any], libr
     return passed(name, f"{row.backend.delegate_id} among {len(backends)} registered: {', '.join(backends)}", backends=backends)
 
 
+# The backend each shipped delegate library registers once it is loaded, by its registration name, from upstream's
+# source (pytorch/executorch; the same at v1.4.1 and main cff6f4dd):
+BACKEND_LIBRARIES = {
+    # backends/xnnpack/runtime/XNNPACKBackend.cpp: Backend backend{xnnpack_backend_key, ...} ("XnnpackBackend", XNNPACKBackend.h)
+    "libexecutorch_backend_xnnpack.so": "XnnpackBackend",
+    # backends/openvino/runtime/OpenvinoBackend.cpp: Backend backend_id{"OpenvinoBackend", &backend}
+    "libexecutorch_backend_openvino.so": "OpenvinoBackend",
+    # backends/qualcomm/runtime/QnnExecuTorchBackend.cpp: Backend backend{QNN_BACKEND, &cls} ("QnnBackend", QnnExecuTorch.h);
+    # before 1.5 its library is libqnn_executorch_backend.so
+    "libexecutorch_backend_qnn.so": "QnnBackend",
+    "libqnn_executorch_backend.so": "QnnBackend",
+    # backends/cuda/runtime/cuda_backend.cpp: Backend backend{"CudaBackend", &cls}
+    "libexecutorch_backend_cuda.so": "CudaBackend",
+}
+PYBINDINGS = "executorch/extension/pybindings/"  # where the runtime's Python extension is (_C from 1.5, _portable_lib before)
+
+
+def expected_backends(libraries: Libraries) -> dict[str, str]:
+    """The backends the runtime's Python extension loads a library of (its DT_NEEDED closure within the wheel), each
+    with that library: what must be registered once it is imported."""
+    from smoke.checks.owners import load_groups
+
+    expected: dict[str, str] = {}
+    for start, group in load_groups(libraries).items():
+        name = start.rsplit("/", 1)[-1]
+        if start.startswith(PYBINDINGS) and name.startswith(("_C.", "_portable_lib.")):
+            for lib in group:
+                backend = BACKEND_LIBRARIES.get(lib.path.rsplit("/", 1)[-1])
+                if backend is not None:
+                    expected.setdefault(backend, lib.path)
+    return expected
+
+
+def check_backends_register(wheel: Wheel, row: Row, facts: dict[str, Any], libraries: Libraries | None = None) -> CheckResult:
+    """Every backend whose library the runtime's Python extension loads is registered once it is imported (upstream's
+    test_linux.py asks it of QnnBackend on x86_64; a library that loads and does not register passes `libraries load`)."""
+    name = BACKENDS_REGISTER.name
+    if "backends" not in facts:
+        return failed(name, f"the executorch runtime does not import: {facts.get('backends_error') or facts.get('probe_error')}")
+    backends = list(facts["backends"])
+    expected = expected_backends(libraries) if libraries is not None else {}
+    measured = {"backends": backends, "expected": expected}
+    if not expected:
+        return skipped(name, f"no shipped library of a known backend is loaded by the runtime's Python extension (registered: "
+                             f"{', '.join(backends) or 'none'})", **measured)
+    missing = {backend: path for backend, path in expected.items() if backend not in backends}
+    if missing:
+        shown = "; ".join(f"{backend}, which {path} registers" for backend, path in missing.items())
+        return failed(name, f"{len(missing)} of {len(expected)} backends the runtime loads are not registered: {shown} "
+                            f"(registered: {', '.join(backends) or 'none'})", **measured)
+    shown = ", ".join(f"{backend} ({path.rsplit('/', 1)[-1]})" for backend, path in expected.items())
+    return passed(name, f"all {len(expected)} backends whose libraries the runtime loads are registered: {shown}", **measured)
+
+
 # The key the parent adds to the probe's facts when torch came from the caller's environment (--torch-from).
 TORCH_GIVEN = "torch_given"
 TORCH_AGREES = Check("torch agrees", ENVIRONMENT, 10, check_torch_agrees)
 DELEGATE_REGISTERS = Check("delegate registers", ENVIRONMENT, 20, check_delegate_registers)
-CHECKS: tuple[EnvironmentCheck, ...] = (TORCH_AGREES, DELEGATE_REGISTERS)  # every row's; a backend adds its own (smoke.backends)
+BACKENDS_REGISTER = Check("shipped backends register", ENVIRONMENT, 21, check_backends_register)
+CHECKS: tuple[EnvironmentCheck, ...] = (TORCH_AGREES, DELEGATE_REGISTERS, BACKENDS_REGISTER)  # every row's; a backend adds its own (smoke.backends)

@@ -82,3 +82,27 @@ def test_a_probe_that_hangs_fails_the_environment_checks_instead_of_a_traceback(
     hanging.chmod(0o755)
     facts = installed.run_probe(hanging, dict(os.environ), tmp_path, timeout=0.5)
     assert "ran past its 0.5 s limit" in facts["probe_error"]
+
+
+def test_every_backend_whose_library_the_runtime_loads_must_be_registered(wheel_x86_64, pypi_1_4_1):
+    """PyPI's 1.5.1: _C loads the XNNPACK, OpenVINO and QNN delegates' libraries, and each registers; one that loads
+    and does not register (its registration removed) FAILs, naming the library. 1.4.1 loads the QNN library
+    (libqnn_executorch_backend.so), which upstream's test_linux.py requires registered on x86_64 since 1.2.0."""
+    from smoke.checks import shipped
+
+    wheel = read_wheel(wheel_x86_64)
+    libraries = shipped.read_libraries(wheel)
+    row = ROWS["cpu_x86_64"]
+    every = {"backends": ["QnnBackend", "OpenvinoBackend", "XnnpackBackend"]}
+    good = installed.check_backends_register(wheel, row, every, libraries)
+    assert good.status is Status.PASS
+    assert good.reason == ("all 3 backends whose libraries the runtime loads are registered: XnnpackBackend "
+                           "(libexecutorch_backend_xnnpack.so), OpenvinoBackend (libexecutorch_backend_openvino.so), "
+                           "QnnBackend (libexecutorch_backend_qnn.so)")
+    lost = installed.check_backends_register(wheel, row, {"backends": ["QnnBackend", "XnnpackBackend"]}, libraries)
+    assert lost.status is Status.FAIL
+    assert lost.reason == ("1 of 3 backends the runtime loads are not registered: OpenvinoBackend, which "
+                           "executorch/lib/libexecutorch_backend_openvino.so registers (registered: QnnBackend, XnnpackBackend)")
+    assert installed.check_backends_register(wheel, row, {"backends_error": "ImportError: x"}, libraries).status is Status.FAIL
+    old = installed.expected_backends(shipped.read_libraries(pypi_1_4_1))
+    assert old == {"QnnBackend": "executorch/backends/qualcomm/libqnn_executorch_backend.so"}
