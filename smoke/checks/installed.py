@@ -136,7 +136,9 @@ def check_backends_register(wheel: Wheel, row: Row, facts: dict[str, Any], libra
         return failed(name, f"{len(missing)} of {len(expected)} backends the runtime loads are not registered: {shown} "
                             f"(registered: {', '.join(backends) or 'none'})", **measured)
     shown = ", ".join(f"{backend} ({path.rsplit('/', 1)[-1]})" for backend, path in expected.items())
-    return passed(name, f"all {len(expected)} backends whose libraries the runtime loads are registered: {shown}", **measured)
+    many = f"all {len(expected)} backends whose libraries the runtime loads are" if len(expected) > 1 else \
+        "the backend whose library the runtime loads is"
+    return passed(name, f"{many} registered: {shown}", **measured)
 
 
 # The key the parent adds to the probe's facts when torch came from the caller's environment (--torch-from).
