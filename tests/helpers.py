@@ -6,6 +6,7 @@ import from here (and take fixtures from conftest.py), never from each other."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html.parser
 import io
 import json
@@ -162,16 +163,35 @@ def with_runpath_entry(data: bytes, entry: str) -> bytes:
 
 
 def cuda_parts(wheel_path, shims: bytes | None = None) -> dict[str, bytes]:
-    with zipfile.ZipFile(wheel_path) as archive:
-        # A stand-in that defines no runtime component: a second copy of one (the profiler, say) is
-        # what `one runtime core` fails from 1.5 on, wherever it is. Each stand-in gets its own SONAME,
-        # so it is a library of its own, not the same library shipped twice (`no duplicate content`).
-        cpu_library = archive.read("executorch/lib/libexecutorch_backend_openvino.so")
+    """The 1.5 layout's CUDA libraries, stand-ins: each defines its own runtime component and nothing else (a second
+    copy of one, the profiler say, is what `one runtime core` fails from 1.5 on, and so is an owner that defines none
+    of its component); each has its own SONAME, so it is a library of its own (`no duplicate content`). The shims are
+    a real nvcc 13.0 library (tests/data/device-code/libshims_cu130.so: device code and one aoti_torch_ function)."""
     return {
-        "executorch/lib/libexecutorch_backend_cuda.so": with_soname(cpu_library, "libexecutorch_backend_cuda.so"),
-        "executorch/lib/libexecutorch_extension_cuda.so": with_soname(cpu_library, "libexecutorch_extension_cuda.so"),
-        SHIMS: shims if shims is not None else (DEVICE_CODE / "libcovers_cu130.so").read_bytes(),
+        "executorch/lib/libexecutorch_backend_cuda.so": stand_in(
+            "libexecutorch_backend_cuda.so", "namespace executorch { namespace backends { namespace cuda {\n"
+                                             "int load_library() { return 0; } } } }\n"),
+        "executorch/lib/libexecutorch_extension_cuda.so": stand_in(
+            "libexecutorch_extension_cuda.so", "namespace executorch { namespace extension { namespace cuda {\n"
+                                               "void* getCallerStream() { return nullptr; } } } }\n"),
+        SHIMS: shims if shims is not None else (DEVICE_CODE / "libshims_cu130.so").read_bytes(),
     }
+
+
+@functools.lru_cache(maxsize=None)
+def stand_in(soname: str, source: str) -> bytes:
+    """A shared library made here with the host's C++ compiler from ``source``, under ``soname`` (once per test run)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    compiler = shutil.which("c++") or shutil.which("g++")
+    assert compiler, "no C++ compiler for the stand-in libraries"
+    with tempfile.TemporaryDirectory() as folder:
+        src, target = Path(folder) / "stand_in.cpp", Path(folder) / soname
+        src.write_text(source)
+        subprocess.run([compiler, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(target), str(src)], check=True)
+        return target.read_bytes()
 
 
 def make_cuda_wheel(wheel_x86_64, folder, *, label="1.5.1+cu130", requirement=RUNTIME, parts=None, drop=()):
