@@ -50,7 +50,7 @@ def _ours(python: Path, wheel) -> reference.Answers:
 def test_eager_answers_are_the_models_own_and_no_pth_import_line_runs(declared_slim, tmp_path):
     torch = pytest.importorskip("torch")
     from smoke.child.models import models
-    from smoke.child.portable import portable_model
+    from smoke.child.portable import portable_model, quantized_model
 
     torch_site = str(Path(torch.__file__).parent.parent)
     # The import line would end the process at start-up with `site`; the reference never runs it.
@@ -61,7 +61,10 @@ def test_eager_answers_are_the_models_own_and_no_pth_import_line_runs(declared_s
         expected = {label: tensors.decode(tensors.encode_all(model(*example))) for label, (model, example) in models().items()}
         model, example = portable_model()
         expected["portable"] = tensors.decode(tensors.encode_all(model(*example)))
-    assert found.outputs == expected
+        model, example = quantized_model()
+        expected["quantized"] = tensors.decode(tensors.encode_all(model(*example)))
+    assert found.outputs == expected and found.unbuilt == {}
+    assert found.inputs is not None and set(found.inputs) == {"weightless", "weighted", "quantized"}
 
 
 def test_a_process_that_loads_a_file_of_the_wheel_is_refused_naming_it(declared_slim, tmp_path):
