@@ -146,9 +146,10 @@ _torch.nn.Linear.forward = lambda self, input: _torch.nn.functional.linear(input
 @pytest.mark.slow
 def test_a_wheel_whose_code_changes_the_model_in_the_child_fails_against_eager_computed_apart(declared_x86_64, tmp_path):
     """Issue 48: the child's own comparison PASSed the portable kernels here (the program and the child's eager both
-    halve the weights). The parent holds the outputs to eager's answer from a process where the wheel's code does not
-    run: FAIL. (The weighted model's XNNPACK program gave eager's true answer in this run, 2026-12-06, the runtime's
-    outputs equal to unpatched eager's: it rightly passes, and the child's own comparison would have failed it.)"""
+    halve the weights; the quantized kernels' program, added since, the same). The parent holds the outputs to eager's
+    answer from a process where the wheel's code does not run: FAIL. (The weighted model's XNNPACK program gave eager's
+    true answer in this run, 2026-12-06, the runtime's outputs equal to unpatched eager's: it rightly passes, and the
+    child's own comparison would have failed it.)"""
     from tests.helpers import nox
 
     init = "executorch/exir/__init__.py"
@@ -159,9 +160,13 @@ def test_a_wheel_whose_code_changes_the_model_in_the_child_fails_against_eager_c
     out = proc.stdout
     assert proc.returncode == 1 and "cpu_x86_64: FAILED: " in out, out + proc.stderr
     failing = [line for line in out.splitlines() if line.startswith("FAIL ")]
-    assert len(failing) == 1 and failing[0].startswith("FAIL portable kernels: loaded with no delegate, 7 operators on "
-                                                       "the kernels (aten::add.out, aten::addmm.out, aten::mul.out"), out
-    assert "output differs from eager: max abs diff " in failing[0]
+    # The programs exported with no delegate carry the halved weights: the portable and the quantized kernels' (run in
+    # Python and by the C++ consumer). Nothing else fails.
+    assert [line.split(":", 1)[0] for line in failing] == ["FAIL portable kernels", "FAIL quantized kernels",
+                                                           "FAIL C++ quantized kernels"], out
+    assert failing[0].startswith("FAIL portable kernels: loaded with no delegate, 7 operators on "
+                                 "the kernels (aten::add.out, aten::addmm.out, aten::mul.out"), out
+    assert all("output differs from eager: max abs diff " in line for line in failing), failing
     assert "PASS run with data file (weightless): " in out and "PASS run with data file (weighted): " in out
 
 
