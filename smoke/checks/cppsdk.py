@@ -67,23 +67,14 @@ def judge_headers(count: int, failures: tuple[str, ...], unjudged: tuple[tuple[s
 
 def judge_deployed(said: dict[str, Any], data_file: str, eager: list[tensors.Output], how: str) -> CheckResult:
     """The deployed consumer (``smoke.environment.consumer.deploy``) on the weighted program with its data file."""
-    name = CPP_DEPLOYED.name
-    if "outputs" in said:
-        return compare(name, said["outputs"], eager, f"{data_file} by the deployed C++ consumer ({how})")
-    if "signal" in said:
-        return failed(name, f"the deployed C++ consumer ({how}) was ended by {said['signal']}")
-    return failed(name, f"the deployed C++ consumer ({how}): {said.get('error') or said.get('failed')}")
+    return _ran(CPP_DEPLOYED.name, said, eager, f"{data_file} by the deployed C++ consumer ({how})",
+                f"the deployed C++ consumer ({how})")
 
 
 def judge_quantized(said: dict[str, Any], eager: list[tensors.Output]) -> CheckResult:
     """The consumer, linking ``executorch::kernels_quantized``, on the quantized program (no delegate, no data file)."""
-    name = CPP_QUANTIZED.name
     how = "executorch::kernels_quantized linked, Module(quantized model.pte)"
-    if "outputs" in said:
-        return compare(name, said["outputs"], eager, f"no delegate by a C++ consumer ({how})")
-    if "signal" in said:
-        return failed(name, f"the C++ consumer ({how}) was ended by {said['signal']}")
-    return failed(name, f"the C++ consumer ({how}): {said.get('error') or said.get('failed')}")
+    return _ran(CPP_QUANTIZED.name, said, eager, f"no delegate by a C++ consumer ({how})", f"the C++ consumer ({how})")
 
 
 def judge_core(loaded: Any, read=None) -> CheckResult:
@@ -103,13 +94,11 @@ def judge_core(loaded: Any, read=None) -> CheckResult:
             unread.append(library)
         else:
             defines[path] = owners.components_defined(library)
-    found = {component: tuple(sorted((path, weak) for path, comps in defines.items() for c, weak in comps.items()
-                                     if c == component)) for component in owners.BY_NAME}
+    found = {component: owners._definers(defines, defines, component) for component in owners.BY_NAME}
     two = {component: definers for component, definers in found.items() if len(definers) > 1}
     measured = {"loaded": loaded, "definers": {c: [p for p, _ in d] for c, d in found.items() if d}, "unread": unread}
     if two:
-        shown = "; ".join(f"the {component}: {' and '.join(Path(p).name + (' (weak)' if weak else '') for p, weak in d)}"
-                          for component, d in list(two.items())[:3])
+        shown = "; ".join(f"the {component}: {owners._names(d)}" for component, d in list(two.items())[:3])
         return failed(name, f"the C++ consumer's process holds two copies of the runtime's state: {shown}"
                             f"{f' (and {len(two) - 3} more)' if len(two) > 3 else ''}; one owner each, upstream's "
                             f"test_cpp_sdk.py (a backend registers into a table nothing reads)", **measured)
@@ -134,14 +123,20 @@ def _read_loaded(path: str) -> elf.Library | str:
         return f"{path}: {exc}"
 
 
-def judge_with(said: dict[str, Any], data_file: str, eager: list[tensors.Output], built: str) -> CheckResult:
-    name = CPP_RUN.name
-    how = f"Module(model.pte, {data_file})"
+def _ran(name: str, said: dict[str, Any], eager: list[tensors.Output], loaded_with: str, who: str,
+         **measured: Any) -> CheckResult:
+    """A consumer's run held to eager's answer: its outputs compared, or how it ended (``who``: the consumer, in words)."""
     if "outputs" in said:
-        return compare(name, said["outputs"], eager, f"{data_file} by a C++ consumer ({how})", consumer=built)
+        return compare(name, said["outputs"], eager, loaded_with, **measured)
     if "signal" in said:
-        return failed(name, f"the C++ consumer ({how}) was ended by {said['signal']}", consumer=built)
-    return failed(name, f"the C++ consumer ({how}): {said.get('error') or said.get('failed')}", consumer=built)
+        return failed(name, f"{who} was ended by {said['signal']}", **measured)
+    return failed(name, f"{who}: {said.get('error') or said.get('failed')}", **measured)
+
+
+def judge_with(said: dict[str, Any], data_file: str, eager: list[tensors.Output], built: str) -> CheckResult:
+    how = f"Module(model.pte, {data_file})"
+    return _ran(CPP_RUN.name, said, eager, f"{data_file} by a C++ consumer ({how})", f"the C++ consumer ({how})",
+                consumer=built)
 
 
 def judge_without(said: dict[str, Any], data_file: str, eager: list[tensors.Output]) -> CheckResult:

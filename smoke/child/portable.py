@@ -58,8 +58,12 @@ def check_portable(folder: Path) -> dict[str, Any]:
     """Export, load and run: what the parent is handed (``smoke.child.ask.hand_over``), the outputs or why there are
     none. The parent reads the program itself (no plan may carry a delegate) and holds the outputs to eager's answer,
     computed apart from the wheel's code (``smoke.checks.outputs``)."""
-    name = PORTABLE.name
     model, example = portable_model()
+    return _export_and_run(PORTABLE.name, model, example, folder)
+
+
+def _export_and_run(name: str, model, example, folder: Path) -> dict[str, Any]:
+    """A model exported with no partitioner into ``folder``, loaded and run: its outputs, or why there are none."""
     try:
         pte = export_portable(model, example, folder)
     except Exception as exc:  # noqa: BLE001
@@ -118,12 +122,4 @@ def check_quantized(folder: Path) -> dict[str, Any]:
         model, example = quantized_model()
     except Exception as exc:  # noqa: BLE001
         return {"name": name, "error": f"the quantized model cannot be built with this torch: {one_line(exc)}"}
-    try:
-        pte = export_portable(model, example, folder)
-    except Exception as exc:  # noqa: BLE001
-        return {"name": name, "error": f"the export with no delegate raised {one_line(exc)}"}
-    try:
-        outputs = run_program(pte, None, example)
-    except Exception as exc:  # noqa: BLE001
-        return {"name": name, "error": f"loading or running raised {one_line(exc)}"}
-    return {"name": name, "outputs": tensors.encode_all(outputs)}
+    return _export_and_run(name, model, example, folder)

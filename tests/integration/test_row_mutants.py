@@ -174,13 +174,7 @@ def test_a_wheel_whose_code_changes_the_model_in_the_child_fails_against_eager_c
 def test_a_wheel_whose_quantized_kernels_library_is_emptied_fails(declared_x86_64, tmp_path):
     """Issue 47: the library's file kept (its SONAME), nothing in it. It PASSed every row: `cpu_x86_64: PASSED: 30
     passed, 0 failed, 0 skipped`. Now the file check reads what the owner defines, and the quantized program runs."""
-    from tests.helpers import empty_library
-
-    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant",
-                           add={QUANTIZED: empty_library("libexecutorch_kernels_quantized.so", tmp_path / "cc")})
-    proc = _row_on_this_torch(mutant, tmp_path)
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr
+    out = _row_with_emptied(declared_x86_64, QUANTIZED, tmp_path)
     assert re.search(r"^FAIL one runtime core: a runtime component's owner defines none of it: "
                      rf"{re.escape(QUANTIZED)} ships but defines none of the quantized kernels' functions", out, re.M), out
     quantized = next(line for line in out.splitlines() if line.startswith(("PASS quantized kernels", "FAIL quantized kernels",
@@ -189,29 +183,28 @@ def test_a_wheel_whose_quantized_kernels_library_is_emptied_fails(declared_x86_6
     assert re.search(r"^PASS portable kernels: ", out, re.M)  # the other kernels still run
 
 
-def _row_on_this_torch(wheel: Path, tmp_path: Path):
-    """The CPU row on ``wheel``, its environment given this interpreter's torch (``--no-deps --torch-from``: seconds,
-    not a 6 GB install)."""
+def _row_with_emptied(declared: Path, member: str, tmp_path: Path) -> str:
+    """The CPU row on ``declared`` with the shared library ``member`` emptied (its SONAME kept, nothing defined), its
+    environment given this interpreter's torch (``--no-deps --torch-from``: seconds, not a 6 GB install); what it
+    printed, once it has FAILed the wheel (exit 1)."""
     import sys
 
-    from tests.helpers import nox
+    from tests.helpers import empty_library, nox
 
+    name = member.rsplit("/", 1)[-1]
+    mutant = rewrite_wheel(declared, tmp_path / "mutant", add={member: empty_library(name, tmp_path / "cc")})
     here = Path(sys.executable).parent.parent
-    return nox("-s", "cpu_x86_64", "--", str(wheel), "--env-dir", str(tmp_path / "env"), "--no-deps", "--torch-from", str(here))
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--no-deps", "--torch-from", str(here))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return proc.stdout
 
 
 @pytest.mark.slow
 def test_a_wheel_whose_backend_library_loads_and_does_not_register_fails(declared_x86_64, tmp_path):
     """Issue 47: the OpenVINO delegate's library emptied (its SONAME kept): _C still imports, every other check PASSes,
     and OpenVINO is gone from the registry upstream's test_linux.py requires it in."""
-    from tests.helpers import empty_library
-
     openvino = "executorch/lib/libexecutorch_backend_openvino.so"
-    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant",
-                           add={openvino: empty_library("libexecutorch_backend_openvino.so", tmp_path / "cc")})
-    proc = _row_on_this_torch(mutant, tmp_path)
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr
+    out = _row_with_emptied(declared_x86_64, openvino, tmp_path)
     assert re.search(r"^FAIL shipped backends register: 1 of 3 backends the runtime loads are not registered: OpenvinoBackend, "
                      rf"which {re.escape(openvino)} registers \(registered: QnnBackend, XnnpackBackend\)$", out, re.M), out
     assert re.search(r"^cpu_x86_64: FAILED: \d+ passed, 1 failed, ", out, re.M), out
