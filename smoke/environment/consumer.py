@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,7 +255,49 @@ HEADER_SECONDS = 60
 _MISSING = re.compile(r"fatal error: ([^:\s]+): No such file or directory")
 
 
-def headers_alone(site: Path, compiler: str, env: dict[str, str], timeout: float = HEADER_SECONDS) -> Headers:
+class Compiles:
+    """The headers' compiles under way: none starts once ``stop`` is called, and ``stop`` ends those running (an
+    interrupt of the gate left the pool compiling its queue for seconds after the run said every process was ended)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._live: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def run(self, cmd: list[str], what: str, env: dict[str, str], timeout: float) -> tuple[int, str] | str | None:
+        """``cmd`` to its end: its exit code and the end of its error output; why it could not run (text); None once
+        stopped."""
+        with tempfile.TemporaryFile() as err:
+            with self._lock:
+                if self.stopped:
+                    return None
+                try:
+                    process = proc.start(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         own_group=True, background=True)
+                except OSError as exc:
+                    return f"{what} failed: cannot run {cmd[0]!r} ({exc})"
+                self._live.add(process)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return f"{what} failed: {cmd[0]!r} ran past its {timeout:g} s limit and was ended"
+            finally:
+                proc.end_group(process, grace=0)
+                with self._lock:
+                    self._live.discard(process)
+            data, _cut = proc.read_end(err, proc.CAPTURE_BYTES)
+            return process.returncode, data.decode(errors="replace")
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            running = list(self._live)
+        for process in running:
+            proc.end_group(process, grace=0)
+
+
+def headers_alone(site: Path, compiler: str, env: dict[str, str], timeout: float = HEADER_SECONDS,
+                  compiles: Compiles | None = None) -> Headers:
     """Every header the wheel installs under ``executorch/include`` compiled alone (``-fsyntax-only``, C++17, the
     include folders and definitions the config gives its targets: ``executorch-config.cmake``'s
     ``INTERFACE_INCLUDE_DIRECTORIES`` and ``INTERFACE_COMPILE_DEFINITIONS`` of ``executorch::runtime``), as upstream's
@@ -267,20 +310,24 @@ def headers_alone(site: Path, compiler: str, env: dict[str, str], timeout: float
     headers = sorted(path for path in include.rglob("*.h") if path.is_file() and not str(path).endswith(HEADERS_LEFT_OUT)
                      and not _not_alone_by_design(path)) if include.is_dir() else []
 
+    compiles = compiles or Compiles()
+
     def one(header: Path) -> tuple[str, str | None, str | None]:
         shown = str(header.relative_to(include))
         cmd = [compiler, "-std=c++17", "-fsyntax-only", "-x", "c++", f"-I{include}", f"-I{c10}",
                "-DC10_USING_CUSTOM_GENERATED_MACROS", "-include", str(header), os.devnull]
-        try:
-            done = proc.run(cmd, what=f"compiling {header.name} alone", timeout=timeout, env=env, check=False)
-        except GateError as exc:
-            return shown, str(exc), None
-        if done.returncode == 0:
+        done = compiles.run(cmd, f"compiling {header.name} alone", env, timeout)
+        if done is None:
+            return shown, None, None  # stopped: the build says so, and keeps nothing of it
+        if isinstance(done, str):
+            return shown, done, None
+        code, stderr = done
+        if code == 0:
             return shown, None, None
-        missing = _MISSING.search(done.stderr)
+        missing = _MISSING.search(stderr)
         if missing and missing[1].split("/", 1)[0] not in own:
             return shown, None, missing[1]  # a header of the system's, not the wheel's: not judged here
-        first = next((line.strip() for line in done.stderr.splitlines() if "error" in line), proc.tail(done.stderr, 1))
+        first = next((line.strip() for line in stderr.splitlines() if "error" in line), proc.tail(stderr, 1))
         return shown, f"{shown}: {first}", None
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -366,6 +413,7 @@ class Consumer:
         self._built: Built | None = None
         self._process: subprocess.Popen | None = None
         self._stopped, self._begun = False, False
+        self._compiles = Compiles()  # the headers' compiles, ended with the build
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._build, name="cpp-consumer", daemon=True)
 
@@ -404,7 +452,7 @@ class Consumer:
         if self.folder.exists():
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True)
-        headers = headers_alone(self.site, compiler, self.env)
+        headers = headers_alone(self.site, compiler, self.env, compiles=self._compiles)
         if self._stopped:
             return Built(None, "stopped")
         kept.write_text(json.dumps({"count": headers.count, "failures": headers.failures, "unjudged": headers.unjudged}))
@@ -455,6 +503,7 @@ class Consumer:
 
     def stop(self) -> None:
         self._stopped = True
+        self._compiles.stop()
         if self._process is not None:
             proc.end_group(self._process)
 

@@ -76,3 +76,23 @@ def test_no_cmake_or_no_compiler_is_one_line_naming_the_fix(wheel_x86_64, tmp_pa
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CXX", raising=False)
     assert consumer.find_compiler() is None
+
+
+def test_stopping_the_compiles_ends_the_one_running_and_starts_no_other():
+    """An interrupt of the gate stops the consumer's build: the headers' pool compiled its whole queue for seconds after
+    the run said every process was ended. Now a running compile is ended and none starts after it."""
+    import threading
+    import time
+
+    compiles = consumer.Compiles()
+    said: list = []
+    worker = threading.Thread(target=lambda: said.append(compiles.run(["sleep", "30"], "sleeping", ENV, 60)))
+    began = time.monotonic()
+    worker.start()
+    time.sleep(0.5)
+    compiles.stop()
+    worker.join(10)
+    assert not worker.is_alive() and time.monotonic() - began < 10
+    code, _stderr = said[0]
+    assert code < 0  # ended by a signal, not run to its end
+    assert compiles.run(["true"], "after", ENV, 60) is None
