@@ -56,6 +56,10 @@ NEGATIVE: ChildCheck = Check("negative control (weighted, no data file)", CHILD,
 PORTABLE: ChildCheck = Check("portable kernels", CHILD, 75)
 # A program whose quantize/dequantize only the quantized kernels run, with no delegate (smoke.child.portable).
 QUANTIZED: ChildCheck = Check("quantized kernels", CHILD, 76)
+# A PT2E-quantized model lowered to XNNPACK with the release's quantizer, with its data file (smoke.child.xnnpack_quantized).
+XNNPACK_QUANTIZED: ChildCheck = Check("XNNPACK quantized", CHILD, 77)
+# The weightless model through the OpenVINO delegate where its runtime is installed (smoke.child.openvino).
+OPENVINO_MODEL: ChildCheck = Check("OpenVINO model", CHILD, 78)
 # Every *.cpython-*.so the wheel ships, each imported in a process of its own (smoke.child.extensions).
 EXTENSIONS: ChildCheck = Check("extension modules import", CHILD, 80)
 # The wheel's C++ SDK (issue 49), judged by the parent on what the child exported: a C++ consumer built out of tree
@@ -68,7 +72,8 @@ CPP_CORE: ChildCheck = Check("C++ one runtime core", CHILD, 88)
 CPP_QUANTIZED: ChildCheck = Check("C++ quantized kernels", CHILD, 89)
 CPP_CHECKS = (CPP_HEADERS, CPP_RUN, CPP_NEGATIVE, CPP_DEPLOYED, CPP_CORE, CPP_QUANTIZED)
 CHILD_PROCESS: ChildCheck = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, QUANTIZED, EXTENSIONS, *CPP_CHECKS, CHILD_PROCESS)
+CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, QUANTIZED, XNNPACK_QUANTIZED, OPENVINO_MODEL, EXTENSIONS,
+                *CPP_CHECKS, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
 IMPORT_PHASE = "import torch and executorch"

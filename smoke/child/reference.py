@@ -68,11 +68,13 @@ def mapped_files() -> list[str]:
     return sorted(files)
 
 
-def answers(inputs: dict | None = None, unbuilt: dict | None = None) -> dict[str, list[dict]]:
+def answers(inputs: dict | None = None, unbuilt: dict | None = None, steps: dict | None = None) -> dict[str, list[dict]]:
     """Each model's outputs (and, into ``inputs`` where given, each model's inputs), as ``smoke.tensors`` writes them;
-    into ``unbuilt``, the optional models this torch cannot build, each with why."""
+    into ``unbuilt``, the optional models this torch cannot build, each with why; into ``steps``, the step of a
+    quantized output's int8 grid, which its program is held to (``smoke.child.xnnpack_quantized``)."""
     import torch
 
+    from smoke.child import xnnpack_quantized
     from smoke.child.models import models
     from smoke.child.portable import portable_model, quantized_model
 
@@ -94,6 +96,19 @@ def answers(inputs: dict | None = None, unbuilt: dict | None = None) -> dict[str
             found["quantized"] = tensors.encode_all(model(*example))
             if inputs is not None:
                 inputs["quantized"] = tensors.encode_all(list(example))
+    label = xnnpack_quantized.LABEL
+    try:  # torchao's copy of the XNNPACK quantizer, not the wheel's (it exports and calibrates: no torch.no_grad here)
+        outputs, example, step = xnnpack_quantized.answer()
+    except Exception as exc:  # noqa: BLE001 - that program alone is not judged, and says why
+        if unbuilt is not None:
+            unbuilt[label] = (f"the quantized model's eager answer cannot be computed apart from the wheel here (torchao's "
+                              f"{xnnpack_quantized.REFERENCE_QUANTIZER_MODULE}): {type(exc).__name__}: {exc}")
+    else:
+        found[label] = tensors.encode_all(outputs)
+        if inputs is not None:
+            inputs[label] = tensors.encode_all(example)
+        if steps is not None:
+            steps[label] = step
     return found
 
 
@@ -107,9 +122,11 @@ def main(prefix: str) -> int:
         return 1
     inputs: dict[str, list[dict]] = {}
     unbuilt: dict[str, str] = {}
-    outputs = answers(inputs, unbuilt)
+    steps: dict[str, float] = {}
+    outputs = answers(inputs, unbuilt, steps)
     import torch
 
-    print(json.dumps({"outputs": outputs, "inputs": inputs, "unbuilt": unbuilt, "torch": torch.__version__, "prefix": prefix, "sites": sites,
+    print(json.dumps({"outputs": outputs, "inputs": inputs, "unbuilt": unbuilt, "steps": steps, "torch": torch.__version__,
+                      "prefix": prefix, "sites": sites,
                       "files": mapped_files(), "executorch_imported": "executorch" in sys.modules}))
     return 0

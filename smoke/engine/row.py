@@ -641,8 +641,10 @@ class RowEvents(ChildEvents):
                 return {"error": f"no check {name!r} to hand over" if name not in outputs.JUDGED else f"{name!r} was handed over already"}
             self.ran.add(name)
             answers = self.eager.answers(self.context.options.timeout)
-            result = emit(self.context.run, outputs.judge_ran(name, question.data, self.workdir, self.context.row.backend.data_file,
-                                                              answers.outputs, answers.error, self.wheel.files, answers.unbuilt))
+            backend = self.context.row.backend
+            result = emit(self.context.run, outputs.judge_ran(name, question.data, self.workdir, backend.data_file, answers.outputs,
+                                                              answers.error, self.wheel.files, answers.unbuilt, answers.steps,
+                                                              backend.delegate_id))
             return {"status": result.status.value}
         return {"error": f"no such question: {question.question!r}"}
 

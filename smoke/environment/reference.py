@@ -26,7 +26,8 @@ from smoke.readers.wheel import Wheel
 CODE = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.child.reference import main; sys.exit(main(sys.argv[2]))"
 LIMIT_BYTES = 8 * 1024 * 1024  # what is read of its standard output at most (its answer is a few kB)
 LABELS = ("weightless", "weighted", "portable")
-OPTIONAL = ("quantized",)  # a model a torch without its ops cannot build: that one is not judged, and says why
+# A model a torch without its ops cannot build, or whose quantizer torchao lacks: that one is not judged, and says why.
+OPTIONAL = ("quantized", "xnnpack-quantized")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Answers:
     error: str = ""
     inputs: dict[str, list[tensors.Output]] | None = None  # each model's inputs (the C++ consumer is given them)
     unbuilt: dict[str, str] = field(default_factory=dict)  # an optional model eager could not build, with why
+    steps: dict[str, float] = field(default_factory=dict)  # a quantized output's int8 step, by model
 
 
 def installed_files(wheel: Wheel) -> tuple[frozenset[str], frozenset[str]]:
@@ -124,6 +126,9 @@ class Reference:
             told: dict[str, Any] = said["unbuilt"] if isinstance(said.get("unbuilt"), dict) else {}
             unbuilt = {label: str(told.get(label) or "eager gave no answer for it") for label in OPTIONAL
                        if label not in outputs}
+            stepped: dict[str, Any] = said["steps"] if isinstance(said.get("steps"), dict) else {}
+            steps = {label: float(step) for label, step in stepped.items() if label in OPTIONAL and label in outputs
+                     and isinstance(step, (int, float)) and 0 < step < float("inf")}
         except (ValueError, RecursionError) as exc:
             return Answers({}, f"the process computing eager's answer said no answer the gate reads ({exc})")
         if said.get("executorch_imported") is not False:
@@ -131,7 +136,7 @@ class Reference:
         if own := wheels_files_among(said, self.wheel):
             return Answers({}, f"importing torch alone loaded {len(own)} of the wheel's own files ({', '.join(own[:3])}): "
                                f"eager's answer cannot be computed apart from the wheel's code")
-        return Answers(outputs, inputs=inputs, unbuilt=unbuilt)
+        return Answers(outputs, inputs=inputs, unbuilt=unbuilt, steps=steps)
 
     def _stderr_tail(self) -> str:
         try:

@@ -151,3 +151,84 @@ def test_the_quantized_kernels_skip_must_fit_the_wheel_and_its_program_must_leav
     export_portable(model, example, tmp_path / "quantized")
     aside = outputs.judge_ran(QUANTIZED.name, {"name": QUANTIZED.name, "outputs": []}, tmp_path, "model.ptd", {}, unbuilt=unbuilt)
     assert aside.status is Status.SKIP and aside.reason.endswith("not judged: the quantized model cannot be built with this torch: ImportError: x")
+
+
+@pytest.fixture(scope="module")
+def xnnpack_quantized(tmp_path_factory):
+    """A real PT2E-quantized program lowered to XNNPACK by 1.5.1 (this interpreter's executorch), its folder laid out
+    as the child's, and eager's answer as the reference computes it (torchao's copy of the quantizer)."""
+    from smoke.child import xnnpack_quantized as child
+
+    workdir = tmp_path_factory.mktemp("xnnpack-quantized")
+    pte, ptd, example = child.export(workdir / child.LABEL)
+    answer, _inputs, step = child.answer()
+    return workdir, pte, ptd, example, answer, step
+
+
+def _shifted(outputs, by: float):
+    """``outputs`` (tensors) with each value moved by ``by``, as the child hands them over."""
+    return tensors.encode_all([output + by for output in outputs])
+
+
+@pytest.mark.slow
+def test_the_xnnpack_quantized_program_is_held_to_eager_within_one_int8_step(xnnpack_quantized):
+    from smoke.child.models import run_program
+    from smoke.stages import XNNPACK_QUANTIZED
+
+    workdir, pte, ptd, example, answer, step = xnnpack_quantized
+    assert ptd is not None and ptd.name == "model.ptd"  # 1.5.1 writes its int8 weights to the data file
+    name, label = XNNPACK_QUANTIZED.name, outputs.XNNPACK_QUANTIZED_LABEL
+    ran = run_program(pte, ptd, example)
+    eager = {label: tensors.decode(tensors.encode_all(answer))}
+
+    def judged(given, steps={label: step}):  # noqa: B006 - read only
+        return outputs.judge_ran(name, {"name": name, "outputs": given}, workdir, "model.ptd", eager, steps=steps,
+                                 delegate_id="XnnpackBackend")
+
+    result = judged(tensors.encode_all(ran))
+    assert result.status is Status.PASS, result.reason
+    assert result.reason.startswith("loaded with model.ptd, every operator in the XnnpackBackend delegate, matched eager, "
+                                    "max abs diff ")
+    assert result.reason.endswith(f"(one step of the output's int8 grid, {step:.3g}, plus atol 1e-05)")
+    assert result.measured["delegates"] == ["XnnpackBackend"] and result.measured["operators"] == []
+    assert judged(_shifted(ran, 0.9 * step)).status is Status.PASS  # a neighbouring grid point's rounding
+    off = judged(_shifted(ran, 2 * step))  # two steps: not a rounding of the same value
+    assert off.status is Status.FAIL and "output differs from eager: max abs diff" in off.reason, off.reason
+    unstepped = judged(tensors.encode_all(ran), steps={})
+    assert unstepped.status is Status.SKIP
+    assert unstepped.reason.endswith("not judged: eager's answer came with no int8 step to hold it to")
+
+
+@pytest.mark.slow
+def test_an_xnnpack_quantized_program_that_leaves_its_ops_outside_the_delegate_fails(xnnpack_quantized, tmp_path, monkeypatch):
+    from smoke.child.portable import export_portable, quantized_model
+    from smoke.stages import XNNPACK_QUANTIZED
+
+    name, label = XNNPACK_QUANTIZED.name, outputs.XNNPACK_QUANTIZED_LABEL
+    model, example = quantized_model()  # its quantize and dequantize on the kernels, no delegate at all
+    export_portable(model, example, tmp_path / label)
+    said = {"name": name, "outputs": []}
+    plain = outputs.judge_ran(name, said, tmp_path, "model.ptd", {label: []}, steps={label: 0.1})
+    assert plain.status is Status.FAIL and plain.reason == "model.pte carries no XnnpackBackend delegate (delegates: none)"
+    # A program whose delegate took the matrix products and left a quantize to the kernels.
+    monkeypatch.setattr(outputs, "program_facts", lambda pte: {"bytes": 1, "plans": [
+        {"name": "forward", "delegate_ids": ["XnnpackBackend"], "operators": ["quantized_decomposed::quantize_per_tensor.out"]}]})
+    partial = outputs.judge_ran(name, said, tmp_path, "model.ptd", {label: []}, steps={label: 0.1})
+    assert partial.status is Status.FAIL
+    assert partial.reason == ("model.pte leaves 1 operators outside the XnnpackBackend delegate "
+                              "(quantized_decomposed::quantize_per_tensor.out): its quantized ops are not all delegated")
+
+
+def test_the_xnnpack_quantized_skip_must_fit_the_row_and_a_failed_quantizer_is_the_childs_error(tmp_path):
+    from smoke.stages import XNNPACK_QUANTIZED
+
+    name = XNNPACK_QUANTIZED.name
+    said = {"name": name, "skipped": "not run: the runtime registers no XnnpackBackend (registered: CudaBackend), so ..."}
+    assert outputs.judge_ran(name, said, tmp_path, "aoti_cuda_blob.ptd", {}, delegate_id="CudaBackend").status is Status.SKIP
+    refused = outputs.judge_ran(name, said, tmp_path, "model.ptd", {}, delegate_id="XnnpackBackend")
+    assert refused.status is Status.FAIL
+    assert refused.reason.endswith("yet this row's own delegate is XnnpackBackend")
+    error = ("the release's XNNPACK quantizer cannot be imported: import executorch.backends.xnnpack.quantizer."
+             "xnnpack_quantizer raised ImportError: no")
+    failed = outputs.judge_ran(name, {"name": name, "error": error}, tmp_path, "model.ptd", {}, delegate_id="XnnpackBackend")
+    assert failed.status is Status.FAIL and failed.reason == error

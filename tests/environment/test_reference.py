@@ -49,6 +49,7 @@ def _ours(python: Path, wheel) -> reference.Answers:
 
 def test_eager_answers_are_the_models_own_and_no_pth_import_line_runs(declared_slim, tmp_path):
     torch = pytest.importorskip("torch")
+    from smoke.child import xnnpack_quantized
     from smoke.child.models import models
     from smoke.child.portable import portable_model, quantized_model
 
@@ -63,8 +64,12 @@ def test_eager_answers_are_the_models_own_and_no_pth_import_line_runs(declared_s
         expected["portable"] = tensors.decode(tensors.encode_all(model(*example)))
         model, example = quantized_model()
         expected["quantized"] = tensors.decode(tensors.encode_all(model(*example)))
+    # The PT2E-quantized model, through torchao's copy of the XNNPACK quantizer (torchao is beside torch here).
+    answer, _inputs, step = xnnpack_quantized.answer()
+    expected[xnnpack_quantized.LABEL] = tensors.decode(tensors.encode_all(answer))
     assert found.outputs == expected and found.unbuilt == {}
-    assert found.inputs is not None and set(found.inputs) == {"weightless", "weighted", "quantized"}
+    assert found.steps == {xnnpack_quantized.LABEL: step} and 0 < step < 1
+    assert found.inputs is not None and set(found.inputs) == {"weightless", "weighted", "quantized", xnnpack_quantized.LABEL}
 
 
 def test_a_process_that_loads_a_file_of_the_wheel_is_refused_naming_it(declared_slim, tmp_path):

@@ -184,19 +184,49 @@ def test_a_wheel_whose_quantized_kernels_library_is_emptied_fails(declared_x86_6
 
 
 def _row_with_emptied(declared: Path, member: str, tmp_path: Path) -> str:
-    """The CPU row on ``declared`` with the shared library ``member`` emptied (its SONAME kept, nothing defined), its
-    environment given this interpreter's torch (``--no-deps --torch-from``: seconds, not a 6 GB install); what it
-    printed, once it has FAILed the wheel (exit 1)."""
-    import sys
-
-    from tests.helpers import empty_library, nox
+    """The CPU row on ``declared`` with the shared library ``member`` emptied (its SONAME kept, nothing defined): what it
+    printed, once it has FAILed the wheel (``_row_of``)."""
+    from tests.helpers import empty_library
 
     name = member.rsplit("/", 1)[-1]
-    mutant = rewrite_wheel(declared, tmp_path / "mutant", add={member: empty_library(name, tmp_path / "cc")})
+    return _row_of(rewrite_wheel(declared, tmp_path / "mutant", add={member: empty_library(name, tmp_path / "cc")}), tmp_path)
+
+
+def _row_of(mutant: Path, tmp_path: Path) -> str:
+    """The CPU row on ``mutant``, its environment given this interpreter's torch and torchao (``--no-deps --torch-from``:
+    seconds, not a 6 GB install); what it printed, once it has FAILed the wheel (exit 1)."""
+    import sys
+
+    from tests.helpers import nox
+
     here = Path(sys.executable).parent.parent
     proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--no-deps", "--torch-from", str(here))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return proc.stdout
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_quantized_kernels_library_is_removed_fails(declared_x86_64, tmp_path):
+    """Issue 47: the library gone (a renamed one is gone too, for the loader, which looks for its SONAME): the file
+    check names it, and the quantized program, whose kernels' AOT library needs it, cannot be exported."""
+    out = _row_of(rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(QUANTIZED,)), tmp_path)
+    assert re.search(r"^FAIL quantized kernels: the export with no delegate raised RuntimeError: Missing out variants: ", out, re.M), out
+    assert re.search(r"^PASS portable kernels: ", out, re.M) and re.search(r"^PASS XNNPACK quantized: ", out, re.M), out
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_xnnpack_quantizer_does_not_import_fails(declared_x86_64, tmp_path):
+    """Issue 47: the release's XNNPACK quantizer cannot be imported (executorch#22180's symptom, end to end: torchao
+    undeclared, which it imports). Only the PT2E-quantized model reaches it: that check FAILs naming the import, every
+    other PASSes."""
+    quantizer = "executorch/backends/xnnpack/quantizer/xnnpack_quantizer.py"
+    broken = b"raise ImportError(\"cannot import name 'QuantizationSpec' from 'torchao.quantization.pt2e' (a mutant)\")\n"
+    out = _row_of(rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={quantizer: broken}), tmp_path)
+    assert re.search(r"^FAIL XNNPACK quantized: the release's XNNPACK quantizer cannot be imported: import "
+                     r"executorch\.backends\.xnnpack\.quantizer\.xnnpack_quantizer raised ImportError: cannot import name "
+                     r"'QuantizationSpec' from 'torchao\.quantization\.pt2e' \(a mutant\)$", out, re.M), out
+    assert re.search(r"^cpu_x86_64: FAILED: \d+ passed, 1 failed, 1 skipped", out, re.M), out
+    assert re.search(r"^SKIP OpenVINO model: not run: the OpenVINO export stack is not installed ", out, re.M), out
 
 
 @pytest.mark.slow
