@@ -121,3 +121,20 @@ def test_the_environments_site_packages_are_found_whatever_the_interpreters_defa
 
     monkeypatch.setattr(real, "get_paths", debian_like)
     assert str(site) in ref.site_folders(str(tmp_path / "env"))
+
+
+def test_a_torchao_without_the_quantizers_copy_leaves_that_answer_unbuilt_saying_why(monkeypatch):
+    """The one answer that needs torchao's copy of the XNNPACK quantizer is left out, with why; the others stand, and
+    the parent then says SKIP for that check alone (tests/checks/test_outputs.py)."""
+    pytest.importorskip("torch")
+    from smoke.child import reference as child_reference
+    from smoke.child import xnnpack_quantized
+
+    monkeypatch.setattr(xnnpack_quantized, "REFERENCE_QUANTIZER_MODULE", "torchao.testing.pt2e._no_such_quantizer")
+    unbuilt: dict[str, str] = {}
+    steps: dict[str, float] = {}
+    found = child_reference.answers({}, unbuilt, steps)
+    assert xnnpack_quantized.LABEL not in found and steps == {} and {"weighted", "portable", "quantized"} <= set(found)
+    assert unbuilt[xnnpack_quantized.LABEL] == (
+        "the quantized model's eager answer cannot be computed apart from the wheel here (torchao's "
+        "torchao.testing.pt2e._no_such_quantizer): ModuleNotFoundError: No module named 'torchao.testing.pt2e._no_such_quantizer'")
