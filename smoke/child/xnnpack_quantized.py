@@ -20,6 +20,7 @@ Imports nothing beyond the standard library at its top: torch, torchao and execu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -181,10 +182,15 @@ def main(workdir: Path) -> int:
 
 def alone(workdir: Path) -> int:
     """``main`` in a process of its own: on one thread, one core's work beside the child's, and no OpenMP team of the
-    child's that a fork would inherit half of."""
+    child's that a fork would inherit half of; niced as the gate's other work beside the child (``proc.BACKGROUND_NICE``)."""
+    import os
+
     import torch
 
     torch.set_num_threads(1)
+    if hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
     return main(workdir)
 
 
