@@ -201,6 +201,8 @@ def test_the_xnnpack_quantized_program_is_held_to_eager_within_one_int8_step(xnn
 
 @pytest.mark.slow
 def test_an_xnnpack_quantized_program_that_leaves_its_ops_outside_the_delegate_fails(xnnpack_quantized, tmp_path, monkeypatch):
+    import executorch.kernels.quantized  # noqa: F401  (registers the out variants the export with no delegate needs)
+
     from smoke.child.portable import export_portable, quantized_model
     from smoke.stages import XNNPACK_QUANTIZED
 

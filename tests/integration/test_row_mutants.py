@@ -206,11 +206,22 @@ def _row_of(mutant: Path, tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
-def test_a_wheel_whose_quantized_kernels_library_is_removed_fails(declared_x86_64, tmp_path):
-    """Issue 47: the library gone (a renamed one is gone too, for the loader, which looks for its SONAME): the file
-    check names it, and the quantized program, whose kernels' AOT library needs it, cannot be exported."""
-    out = _row_of(rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(QUANTIZED,)), tmp_path)
+@pytest.mark.parametrize("how", ["removed", "renamed"])
+def test_a_wheel_whose_quantized_kernels_library_is_removed_or_renamed_fails(declared_x86_64, tmp_path, how):
+    """Issue 47: the library gone, or shipped under another name (the loader looks for its SONAME's file name, so the
+    two are one to it): the file checks name it, and the quantized program, whose kernels' AOT library needs it, cannot
+    be exported; the XNNPACK delegate's int8 kernels are its own, so that model still runs."""
+    renamed = {}
+    if how == "renamed":
+        with zipfile.ZipFile(declared_x86_64) as archive:
+            renamed = {QUANTIZED.replace(".so", "_renamed.so"): archive.read(QUANTIZED)}
+    out = _row_of(rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(QUANTIZED,), add=renamed), tmp_path)
     assert re.search(r"^FAIL quantized kernels: the export with no delegate raised RuntimeError: Missing out variants: ", out, re.M), out
+    core = (rf"a runtime component's owner is not shipped: the wheel ships no {re.escape(QUANTIZED)}, which owns the "
+            r"quantized kernels" if how == "removed" else
+            r"a runtime component outside its owner: libexecutorch_kernels_quantized_renamed\.so defines the quantized "
+            rf"kernels, which the 1\.5 layout puts in {re.escape(QUANTIZED)}")
+    assert re.search(rf"^FAIL one runtime core: {core}", out, re.M), out
     assert re.search(r"^PASS portable kernels: ", out, re.M) and re.search(r"^PASS XNNPACK quantized: ", out, re.M), out
 
 
