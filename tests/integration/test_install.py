@@ -105,7 +105,7 @@ def test_the_installed_command_runs_a_row_and_its_report_names_the_installed_gat
                           capture_output=True, text=True, timeout=1200)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert f"cpu_x86_64: PASSED: {len(result_names(ROWS['cpu_x86_64']))} passed, 0 failed, 0 skipped" in out
+    assert f"cpu_x86_64: PASSED: {len(result_names(ROWS['cpu_x86_64'])) - 1} passed, 0 failed, 1 skipped" in out  # OpenVINO model
     assert "; constraints smoke/constraints/torch-2.14.txt" in out
     report = json.loads((anywhere / "reports" / "cpu_x86_64.json").read_text())
     version = subprocess.run([str(gate_command.parent / "python"), "-c",
