@@ -122,10 +122,16 @@ def start(cmd: Sequence[str | os.PathLike], *, env: Mapping[str, str] | None = N
         _STARTED[process.pid] = process
     if own_group:
         _Warden.tell(f"+G {process.pid}")
-    if background and hasattr(os, "setpriority"):  # POSIX
-        with contextlib.suppress(OSError):  # before it has started anything: an interpreter takes longer than this to start
-            os.setpriority(os.PRIO_PROCESS, process.pid, min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19))
+    if background:  # before it has started anything: an interpreter takes longer than this to start
+        background_priority(process.pid)
     return process
+
+
+def background_priority(pid: int = 0) -> None:
+    """Process ``pid`` (0: this one) niced ``BACKGROUND_NICE`` over this process, where the system has niceness (POSIX)."""
+    if hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, pid, min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19))
 
 
 BACKGROUND_NICE = 10  # a background process's niceness over its starter's (``start``): a tenth of the CPU weight

@@ -34,13 +34,19 @@ def export_cuda(model, example, folder: Path) -> None:
 
 def export_xnnpack(model, example, folder: Path, tag: str = "model") -> None:
     import torch
+
+    lower_xnnpack(torch.export.export(model, example).module(), example, folder, tag)
+
+
+def lower_xnnpack(module, example, folder: Path, tag: str = "model") -> None:
+    """An unlifted module (an exported program's ``.module()``, or PT2E's converted one) lowered to XNNPACK and written
+    into ``folder``: every constant tagged for the external data file named after the tag ("model" -> model.ptd),
+    then exported again so the tags reach the delegate."""
+    import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
 
-    # Tag every constant for the external data file named after the tag
-    # ("model" -> model.ptd), then export again so the tags reach the delegate.
-    module = torch.export.export(model, example).module()
     delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda node: tag)
     _write(to_edge_transform_and_lower(torch.export.export(module, example), partitioner=[XnnpackPartitioner()]).to_executorch(),
            folder)

@@ -204,7 +204,7 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         hand_over(rec, check_quantized(workdir / "quantized"))
     # Quantized, lowered and run beside the exports (in the serial way, --no-overlap, here and now).
     with rec.phase(XNNPACK_QUANTIZED.name):
-        hand_over(rec, xnnpack_quantized.collect(forked.xnnpack, workdir, lambda: xnnpack_quantized.main(workdir)))
+        hand_over(rec, xnnpack_quantized.collect(forked.xnnpack, workdir))
     with rec.phase(OPENVINO_MODEL.name):  # a SKIP in an instant where its runtime is not installed (the default)
         hand_over(rec, openvino.work(workdir / openvino.LABEL, backends))
 

@@ -20,16 +20,14 @@ Imports nothing beyond the standard library at its top: torch, torchao and execu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from smoke import proc, tensors
-from smoke.child import forks
+from smoke.child import delegates, forks
 from smoke.child.models import SEED, run_program
 from smoke.child.probe import one_line
 from smoke.stages import XNNPACK_QUANTIZED
@@ -121,22 +119,11 @@ def answer() -> tuple[list, list, float]:
 def export(folder: Path) -> tuple[Path, Path | None, tuple]:
     """The model quantized with the release's quantizer, its constants tagged for ``model.ptd``, lowered to XNNPACK and
     written into ``folder``: the program, its data file (None where the release wrote none) and the inputs."""
-    import torch
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
-
     built, example = model()
-    converted = quantize(built, example, QUANTIZER_MODULE)
-    delegate_external_constants_pass_unlifted(module=converted, gen_tag_fn=lambda node: "model")
-    program = to_edge_transform_and_lower(torch.export.export(converted, example),
-                                          partitioner=[XnnpackPartitioner()]).to_executorch()
     folder.mkdir(parents=True, exist_ok=True)
-    pte = folder / "model.pte"
-    pte.write_bytes(program.buffer)
-    program.write_tensor_data_to_file(str(folder))
+    delegates.lower_xnnpack(quantize(built, example, QUANTIZER_MODULE), example, folder)
     ptd = folder / "model.ptd"
-    return pte, (ptd if ptd.exists() else None), example
+    return folder / "model.pte", (ptd if ptd.exists() else None), example
 
 
 def work(folder: Path, backends: list[str]) -> dict[str, Any]:
@@ -151,18 +138,15 @@ def work(folder: Path, backends: list[str]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - the release's quantizer cannot be reached: the finding
             return {"name": name, "error": f"the release's XNNPACK quantizer cannot be imported: import {module} "
                                            f"raised {one_line(exc)}"}
-    start = time.monotonic()
     try:
         pte, ptd, example = export(folder)
     except Exception as exc:  # noqa: BLE001
         return {"name": name, "error": f"quantizing and lowering to XNNPACK raised {one_line(exc)}"}
-    seconds = round(time.monotonic() - start, 2)
     try:
         outputs = run_program(pte, ptd, example)
     except Exception as exc:  # noqa: BLE001 - a runtime that cannot run the delegate's int8 kernels is the finding
-        return {"name": name, "error": f"loading or running raised {one_line(exc)}", "export_seconds": seconds}
-    return {"name": name, "outputs": tensors.encode_all(outputs), "export_seconds": seconds,
-            "data_file": ptd.name if ptd is not None else ""}
+        return {"name": name, "error": f"loading or running raised {one_line(exc)}"}
+    return {"name": name, "outputs": tensors.encode_all(outputs)}
 
 
 def main(workdir: Path) -> int:
@@ -183,14 +167,10 @@ def main(workdir: Path) -> int:
 def alone(workdir: Path) -> int:
     """``main`` in a process of its own: on one thread, one core's work beside the child's, and no OpenMP team of the
     child's that a fork would inherit half of; niced as the gate's other work beside the child (``proc.BACKGROUND_NICE``)."""
-    import os
-
     import torch
 
     torch.set_num_threads(1)
-    if hasattr(os, "setpriority"):
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, 0, min(os.getpriority(os.PRIO_PROCESS, 0) + proc.BACKGROUND_NICE, 19))
+    proc.background_priority()
     return main(workdir)
 
 
@@ -208,12 +188,12 @@ def start_process(workdir: Path) -> forks.Started:
     return forks.Started(started, log)
 
 
-def collect(started: forks.Forked | forks.Started | None, workdir: Path, here: Callable[[], int]) -> dict[str, Any]:
-    """The outcome to hand over: the process's (waited for), or, where none was started (``--no-overlap``), ``here``'s
-    work done now in this process."""
+def collect(started: forks.Forked | forks.Started | None, workdir: Path) -> dict[str, Any]:
+    """The outcome to hand over: the process's (waited for), or, where none was started (``--no-overlap``), the work
+    done now in this process (``main``)."""
     name = XNNPACK_QUANTIZED.name
     if started is None:
-        here()
+        main(workdir)
     else:
         try:
             started.wait(TIMEOUT_S)
