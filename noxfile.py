@@ -154,16 +154,40 @@ def _chooses_workers(args: list[str]) -> bool:
                or (arg == "no:xdist" and i and args[i - 1] == "-p") for i, arg in enumerate(args))
 
 
-@nox.session(python="3.11", reuse_venv=True)
-def tests(session: nox.Session) -> None:
-    """The gate's own tests, on every core: the fast ones, then the integration runs (tests/integration); -- -m 'not slow' for the fast tier alone."""
-    _install_said(session, "requirements-test.txt")
-    given = list(session.posargs)
-    args = given
+SUPPORTED_PYTHON = (3, 10)  # pyproject.toml's requires-python
+
+
+def _fast_tier(args: list[str]) -> bool:
+    """Whether the arguments select the fast tier: -m with an expression that leaves the slow tests out."""
+    marks = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "-m"] + [arg[2:] for arg in args if arg.startswith("-m") and len(arg) > 2]
+    return any("not slow" in " ".join(mark.split()) for mark in marks)
+
+
+def pytest_arguments(given: list[str]) -> list[str]:
+    """pytest's arguments for the arguments given after --: every core unless they say otherwise, and the Hypothesis
+    profile (tests/conftest.py) unless they name one: `quick` for the fast tier, `ci` for the whole suite."""
+    args = list(given)
     if not _chooses_workers(given):
         # Every core (pytest-xdist); the slow tests are handed out first (tests/conftest.py), a group's tests kept on one
         # worker (xdist_group). -n 0 (or -p no:xdist) runs them in this process.
-        args = ["-n", "auto", "--dist", "loadgroup", *given]
+        args = ["-n", "auto", "--dist", "loadgroup", *args]
+    if not any(arg.startswith("--hypothesis-profile") for arg in given):
+        args = [f"--hypothesis-profile={'quick' if _fast_tier(given) else 'ci'}", *args]
+    return args
+
+
+# No python= here: the tests run on the interpreter that runs nox (the README's .venv), any the project supports, so a
+# machine without one named version still runs them; one that is too old is a failure naming the fix, never a skip.
+@nox.session(reuse_venv=True)
+def tests(session: nox.Session) -> None:
+    """The gate's own tests, on every core: the fast ones, then the integration runs (tests/integration); -- -m 'not slow' for the fast tier alone."""
+    if sys.version_info < SUPPORTED_PYTHON:
+        session.error(f"the gate's tests need Python {'.'.join(map(str, SUPPORTED_PYTHON))} or newer, and nox runs on "
+                      f"{sys.version.split()[0]} ({sys.executable}): make the .venv with a newer python3 "
+                      f"(python3.11 -m venv .venv), then run nox from it")
+    _install_said(session, "requirements-test.txt")
+    given = list(session.posargs)
+    args = pytest_arguments(given)
     if _names_paths(given):  # the tests named, in one run
         session.run("pytest", *args)
         return

@@ -21,7 +21,7 @@ the build in the lines printed ("1.2.0", "main"). The gate's own check functions
   ``run with data file``;
 - the weights left in the program, loaded without a data file by the negative control the child's way where it cannot
   fork (CUDA's driver initialised by its imports): an interpreter of its own, started early and sent the program as
-  soon as it is written (``smoke.child.negative.send_control``): ``negative control``.
+  soon as it is written (``smoke.child.negative.send``): ``negative control``.
 The unchanged artifacts pass the same checks first (the control). One ``MUTANT`` line each; exit 1 if a
 mutant passed or the control failed. A mutant's load and run happens in a process of its own (this script with
 ``--run-one``): a runtime fed a data file without the weights may end its process (on main's CUDA build on the
@@ -43,16 +43,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from smoke import tensors  # noqa: E402
 from smoke.artifacts import read_data_file  # noqa: E402
+from smoke.checks import controls  # noqa: E402
 from smoke.checks.exported import check_data_file, check_delegated, check_weights_in_data_file  # noqa: E402
 from smoke.checks.outputs import judge_ran  # noqa: E402
-from smoke.child import delegates  # noqa: E402
+from smoke.child import (
+    delegates,  # noqa: E402
+    negative,  # noqa: E402
+)
 from smoke.child.models import check_run, models, registered_backends, run_program, weight_matrix_bytes  # noqa: E402
-from smoke.child.negative import negative_control, send_control, start_negative_process  # noqa: E402
 from smoke.child.reference import answers  # noqa: E402
 from smoke.child.row import ChildRow  # noqa: E402
 from smoke.results import CheckResult, Status, failed  # noqa: E402
 from smoke.rows import ROWS, child_data  # noqa: E402
-from smoke.stages import RUN  # noqa: E402
+from smoke.stages import NEGATIVE, RUN  # noqa: E402
 
 
 def judged(ran: dict, pte: Path, data_file: str) -> CheckResult:
@@ -145,16 +148,34 @@ def main(argv: list[str]) -> int:
     say("CONTROL", "data file", data, want_fail=False)
     say("CONTROL", "weights", check_weights_in_data_file(data_file, data.measured.get("data_file_bytes", 0), weightless_bytes, weight),
         want_fail=False)
-    say("CONTROL", "run", judged(check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file,
-                                           example, backends), weighted / "model.pte", data_file), want_fail=False)
+    twin = judged(check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file,
+                            example, backends), weighted / "model.pte", data_file)
+    say("CONTROL", "run", twin, want_fail=False)
+    from importlib.metadata import version
 
-    def control_sent_early(pte: Path, where: Path) -> CheckResult:
-        """The negative control as the child runs it where it cannot fork: its process started first, sent the program."""
+    from packaging.version import Version
+
+    rule = row.backend.missing_data(Version(version("executorch")))
+    eager = tensors.decode(answers()["weighted"])
+
+    def control_sent_early(pte: Path, where: Path, case: str = negative.MISSING, ptd: Path | None = None) -> CheckResult:
+        """A control as the child runs it where it cannot fork: its process started first, sent the program; judged
+        as the parent judges it, with its twin (the run above) and the release's rule (smoke.checks.controls)."""
         where.mkdir(parents=True, exist_ok=True)
-        process = start_negative_process(where)
-        return negative_control(ChildRow(**child_data(row)), pte, where, process, sent=send_control(process, pte))
+        process = negative.start_control(where, case)
+        negative.send(process, pte, ptd)
+        said = negative.collect(process, where, case)
+        print(f"SAID {layout} {case}: {json.dumps(said)[:400]}", flush=True)
+        if case == negative.MISSING:
+            return controls.judge_missing(NEGATIVE.name, said, twin, rule, data_file, eager)
+        return controls.judge_corrupt({case: said, **{other: said for other in negative.DAMAGED if other != case}},
+                                      twin, rule, data_file, eager)
 
-    say("CONTROL", "negative control", control_sent_early(weighted / "model.pte", outdir / "negative-real"), want_fail=False)
+    control = control_sent_early(weighted / "model.pte", outdir / "negative-real")
+    print(f"CONTROL {layout} negative control: {control.line()}", flush=True)
+    for case, path in controls.write_damaged(weighted / data_file, outdir / "damaged").items():
+        damaged = control_sent_early(weighted / "model.pte", outdir / f"corrupt-{case}", case, Path(path))
+        print(f"CONTROL {layout} corrupt data file ({case}): {damaged.line()}", flush=True)
 
     # Weights left in the program.
     inprogram = outdir / "weights-in-program"

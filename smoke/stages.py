@@ -52,6 +52,9 @@ DATA_FILE: ChildCheck = Check("data file", CHILD, 40, per_model=True)
 WEIGHTS: ChildCheck = Check("weights in the data file", CHILD, 50)
 RUN: ChildCheck = Check("run with data file", CHILD, 60, per_model=True)
 NEGATIVE: ChildCheck = Check("negative control (weighted, no data file)", CHILD, 70)
+# The weighted program with its data file damaged (cut inside its table; its named data cut short, header intact), each
+# in a process of its own: a clean error, never eager's answer (smoke.checks.controls).
+CORRUPT: ChildCheck = Check("corrupt data file (weighted)", CHILD, 72)
 # A program with no delegate, run on the wheel's portable kernels and compared with eager (smoke.child.portable).
 PORTABLE: ChildCheck = Check("portable kernels", CHILD, 75)
 # A program whose quantize/dequantize only the quantized kernels run, with no delegate (smoke.child.portable).
@@ -72,7 +75,7 @@ CPP_CORE: ChildCheck = Check("C++ one runtime core", CHILD, 88)
 CPP_QUANTIZED: ChildCheck = Check("C++ quantized kernels", CHILD, 89)
 CPP_CHECKS = (CPP_HEADERS, CPP_RUN, CPP_NEGATIVE, CPP_DEPLOYED, CPP_CORE, CPP_QUANTIZED)
 CHILD_PROCESS: ChildCheck = Check("child process", CHILD, 99)  # it crashed, hung or spoke garbage
-CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, PORTABLE, QUANTIZED, XNNPACK_QUANTIZED, OPENVINO_MODEL, EXTENSIONS,
+CHILD_CHECKS = (EXPORT, DELEGATE, DATA_FILE, WEIGHTS, RUN, NEGATIVE, CORRUPT, PORTABLE, QUANTIZED, XNNPACK_QUANTIZED, OPENVINO_MODEL, EXTENSIONS,
                 *CPP_CHECKS, CHILD_PROCESS)
 
 # Phases the child times, by these names; an export's phase is named as its check's result is.
@@ -91,7 +94,24 @@ def load_phase(model: str) -> str:
 # own (both exports, the delegate by id, the data file under the runners' name, its size over the
 # weightless one's, the loads with it equal to eager, the negative control), and the portable kernels.
 MUST_EXECUTE = (*EXPORT.names(), *DELEGATE.names(), *DATA_FILE.names(), WEIGHTS.name, *RUN.names(), NEGATIVE.name,
-                PORTABLE.name)
+                CORRUPT.name, PORTABLE.name)
+
+
+# A control: a check whose PASS is an expected failure (the weighted program without its data file, or with it damaged),
+# and its twin: the same program with its data file, which must have run and matched eager in the same run, or the
+# control proves nothing and is a SKIP naming the twin's failure (smoke.checks.controls).
+CONTROLS = {NEGATIVE.name: RUN.of("weighted"), CORRUPT.name: RUN.of("weighted"), CPP_NEGATIVE.name: CPP_RUN.name}
+
+
+@dataclass(frozen=True)
+class MissingData:
+    """What a delegate's runtime does, in one release, with a weighted program whose data file is missing or damaged
+    (a backend's ``missing_data``): the error its load must fail with (None where the release defines none), what a
+    crash is (``pass``: the release's known behaviour; ``warn``: a bug upstream fixed later; ``fail``), and the
+    upstream source of the rule, cited in the line."""
+    load_error: str | None
+    crash: str
+    source: str
 # A row that must execute and left one of MUST_EXECUTE unrun (skipped, or never reported) FAILs by this
 # result, which names them: it never PASSes with skips (smoke.engine.row).
 EXECUTED: ChildCheck = Check("must execute", CHILD, 98)

@@ -4,9 +4,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from smoke.readers.wheel import read_wheel
 from tests.helpers import declare_torch, make_cuda_wheel, patchelf_path, platform_wheel, pypi_wheel, rewrite_wheel
+
+# Hypothesis profiles (its documentation's way: the number of examples is a setting of the run). Each property names its
+# count through tests.helpers.examples, and a profile caps it: `quick` for the fast tier (nox -s tests -- -m "not slow"),
+# `ci` for the whole suite (what .ci/run runs: the noxfile's tests session loads it), `thorough` with every property's
+# own count, run before a release and weekly (.github/workflows: nox -s tests -- --hypothesis-profile=thorough).
+# A run loads one with --hypothesis-profile=NAME; without it, `quick`.
+PROFILE_CAPS = {"quick": 25, "ci": 100, "thorough": 1_000_000}
+for _name, _cap in PROFILE_CAPS.items():
+    settings.register_profile(_name, max_examples=_cap)
+settings.load_profile("quick")
 
 # Fixtures that download from the package index (PyPI's wheels, kept in .gate/test-wheels after the
 # first time); a test that takes one, directly or through another fixture, is marked `network`.

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import jsonschema
+from hypothesis import settings
 from markdown_it import MarkdownIt
 
 from smoke import markup, tensors
@@ -690,3 +691,10 @@ def empty_library(soname: str, folder: Path) -> bytes:
     source.write_text("/* nothing */\n")
     subprocess.run([compiler, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(target), str(source)], check=True)
     return target.read_bytes()
+
+
+def examples(count: int) -> int:
+    """A property's number of examples under the Hypothesis profile loaded (tests/conftest.py): ``thorough`` runs the
+    ``count`` the test names, ``ci`` and ``quick`` at most their profile's ``max_examples``. The count is a setting of the
+    run, not of the test; what each example asserts is the same in every profile."""
+    return max(1, min(count, settings().max_examples))

@@ -164,7 +164,7 @@ def _read_mutants(tmp_path, source: Path, examples: int) -> None:
     target = tmp_path / source.name
     slowest = [0.0]
 
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(len(data)))
     def read(mutation):
         target.write_bytes(_apply(data, mutation))

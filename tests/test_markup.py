@@ -9,19 +9,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from smoke import markup
-from tests.helpers import MD, rendered, shown, workflow_unescape
+from tests.helpers import MD, examples, rendered, shown, workflow_unescape
 
 # --- the escaping itself: any text shows as written, in one cell of one row
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=80))
 def test_any_text_is_one_cell_that_shows_as_written(value):
     cells = rendered(f"| a | b |\n|---|---|\n| {markup.text(value)} | after |\n")
     assert cells.rows[1:] == [[shown(value), "after"]] and not "".join(cells.outside).strip()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=40).filter(lambda v: markup.plain(v).strip()))
 def test_any_text_is_one_code_span_that_shows_as_written(value):
     """The benchmark's Command line: a backtick in an argument does not end the span early."""

@@ -84,6 +84,7 @@ class NamedBlob:
     key: str
     size: int
     all_zero: bool
+    start: int = 0  # its first byte's offset in the file
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,7 @@ def _read_data_file(path: str, data) -> DataFile:
                 raise ArtifactError(
                     f"{path!r}: key {key!r} ends at byte {start + size}, the file is {len(data)} B"
                 )
-            blobs.append(NamedBlob(key, size, _all_zero(data, start, size)))
+            blobs.append(NamedBlob(key, size, _all_zero(data, start, size), start))
         return DataFile(path, len(data), length, fb_offset, fb_size, base, seg_size, tuple(blobs))
 
     return _guarded(path, read)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from smoke.backends.row import BackendEnvironmentCheck, BackendFileCheck, RowOf
     from smoke.readers.elf import Libraries
     from smoke.readers.wheel import Wheel
-    from smoke.stages import Check
+    from smoke.stages import Check, MissingData
 
 
 class Backend(Protocol):
@@ -65,6 +65,11 @@ class Backend(Protocol):
 
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
         """Its part of ``torch agrees``: the problems, and what a PASS says."""
+
+    @staticmethod
+    def missing_data(version: Any) -> MissingData:
+        """What its runtime does, in this release (packaging's Version), with a weighted program whose data file is
+        missing or damaged: the controls' rule (``smoke.checks.controls``)."""
 
 
 # Every kind of backend a row may name: a new backend's object is added here, and named by its rows.

@@ -21,7 +21,25 @@ from smoke.backends.cuda_checks import (
     runpath_problems,
     torch_problems,
 )
-from smoke.stages import CUDA_DEVICE, Check
+from smoke.stages import CUDA_DEVICE, Check, MissingData
+
+# executorch#22311 ("Report NotFound when a CUDA delegate's weights blob is missing", merged 2026-08-29): before it, a
+# weighted program loaded without its blob loaded (backends/cuda/runtime/cuda_backend.cpp, load_constants_legacy: an
+# Info log "weights_blob '%s' not found or update fn is null", then Error::Ok, at v1.1.0 to v1.4.1 and main 2026-08-22)
+# and its first execute died in a generated kernel (illegal memory access); after it, the load fails with the data
+# map's status: NotFound for a missing blob, the damaged file's own error for a corrupt one
+# (backends/cuda/tests/test_missing_weights_blob.py: "Failed to load method forward, error: 0x:?20").
+FIX_22311 = "executorch#22311"
+FIX_22311_RELEASE = (1, 6)  # the first release known to carry it (1.5.x's branch cut was 2026-09-03: not verified there)
+FIX_22311_NIGHTLY = 20260830  # a nightly of this date or later (X.Y.Z.devYYYYMMDD) was built after its merge
+
+
+def has_fix_22311(version: Any) -> bool:
+    """Whether a wheel of this version (packaging's Version) carries executorch#22311: a release from 1.6 on, or a
+    nightly built after its merge. A local build (1.5.0a0+git...) or 1.5.x is not known to: its crash is a WARN."""
+    if version.dev is not None and version.dev >= 19_000_000:  # a dated nightly
+        return version.dev >= FIX_22311_NIGHTLY
+    return version.release[:2] >= FIX_22311_RELEASE and version.dev is None and version.pre is None
 
 if TYPE_CHECKING:
     from smoke.backends.row import BackendEnvironmentCheck, BackendFileCheck, RowOf
@@ -88,4 +106,14 @@ class Cuda:
 
     def torch_problems(self, wheel: Wheel, facts: dict[str, Any]) -> tuple[list[str], list[str]]:
         return torch_problems(wheel, facts)
+
+    @staticmethod
+    def missing_data(version: Any) -> MissingData:
+        """A release with executorch#22311 fails the load with NotFound, and a crash is its defect; an older one
+        crashed at the first execute, a bug upstream fixed: a WARN naming the fix."""
+        if has_fix_22311(version):
+            return MissingData("NotFound", "fail", f"{FIX_22311}: this release fails the load of a program whose "
+                                                   f"weights blob is missing with NotFound")
+        return MissingData(None, "warn", f"{FIX_22311} (merged 2026-08-29, first release 1.6) made a missing or damaged "
+                                         f"blob fail the load with an error; executorch {version} is not known to carry it")
 

@@ -7,8 +7,10 @@
   computed apart from the wheel's code, within the Python run's tolerance (``smoke.checks.outputs``). A build that
   fails is this check's FAIL, naming the first errors (a config naming a library the wheel lacks, a header that does
   not compile).
-- ``C++ consumer without data file``: the same program without it, in a process of its own, must not give eager's
-  answer (a crash or an error is the expected outcome), as the Python negative control.
+- ``C++ consumer without data file``: the same program without it, in a process of its own: a control, judged with
+  its twin (the consumer with the data file) by the release's rule, as the Python negative control
+  (``smoke.checks.controls``). A failure of either names its stage and the runtime's error; an OperatorMissing names
+  the operators the program leaves outside its delegates and the component that registers each.
 
 - ``C++ headers compile alone``: every header under ``executorch/include`` compiles on its own (upstream's
   test_cpp_sdk.py compiles them so); a header that needs one the wheel does not ship and this machine lacks is said,
@@ -34,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from smoke import tensors
-from smoke.checks import owners
+from smoke.checks import controls, owners
+from smoke.checks.exported import program_facts
 from smoke.checks.outputs import compare
 from smoke.readers import elf
 from smoke.results import CheckResult, failed, passed, skipped
-from smoke.stages import CPP_CHECKS, CPP_CORE, CPP_DEPLOYED, CPP_HEADERS, CPP_NEGATIVE, CPP_QUANTIZED, CPP_RUN
+from smoke.stages import CPP_CHECKS, CPP_CORE, CPP_DEPLOYED, CPP_HEADERS, CPP_NEGATIVE, CPP_QUANTIZED, CPP_RUN, MissingData
 
 LOADED_BYTES = 1 << 30  # an object the process loaded is read whole for its symbols; larger than this, it is named unread
 
@@ -124,39 +127,37 @@ def _read_loaded(path: str) -> elf.Library | str:
 
 
 def _ran(name: str, said: dict[str, Any], eager: list[tensors.Output], loaded_with: str, who: str,
-         **measured: Any) -> CheckResult:
-    """A consumer's run held to eager's answer: its outputs compared, or how it ended (``who``: the consumer, in words)."""
+         pte: Path | None = None, linked: set[str] | None = None, **measured: Any) -> CheckResult:
+    """A consumer's run held to eager's answer: its outputs compared, or how it ended (``who``: the consumer, in words),
+    at which stage, with the runtime's error named; for OperatorMissing, the operators ``pte`` leaves outside its
+    delegates and the component that registers each (``linked``: the components the consumer linked)."""
     if "outputs" in said:
         return compare(name, said["outputs"], eager, loaded_with, **measured)
+    where = f" at {controls.stage_of(said)}" if "stage" in said else ""
     if "signal" in said:
-        return failed(name, f"{who} was ended by {said['signal']}", **measured)
-    return failed(name, f"{who}: {said.get('error') or said.get('failed')}", **measured)
+        return failed(name, f"{who} was ended by {said['signal']}{where}", **measured)
+    error = str(said.get("error") or said.get("failed"))
+    why = ""
+    if controls.error_code(error) == 0x14 and pte is not None:  # OperatorMissing
+        program = program_facts(pte)
+        operators = sorted({op for plan in program.get("plans", []) for op in plan["operators"]})
+        why = f": {controls.missing_operators(operators, linked)}"
+        measured["operators"] = operators
+    return failed(name, f"{who}{where}: {controls.named(error)}{why}", **measured)
 
 
-def judge_with(said: dict[str, Any], data_file: str, eager: list[tensors.Output], built: str) -> CheckResult:
+def judge_with(said: dict[str, Any], data_file: str, eager: list[tensors.Output], built: str, pte: Path | None = None,
+               linked: set[str] | None = None) -> CheckResult:
     how = f"Module(model.pte, {data_file})"
     return _ran(CPP_RUN.name, said, eager, f"{data_file} by a C++ consumer ({how})", f"the C++ consumer ({how})",
-                consumer=built)
+                pte=pte, linked=linked, consumer=built)
 
 
-def judge_without(said: dict[str, Any], data_file: str, eager: list[tensors.Output]) -> CheckResult:
-    name = CPP_NEGATIVE.name
-    if "signal" in said:
-        return passed(name, f"the load without {data_file} ended the C++ consumer with {said['signal']}, as expected",
-                      outcome=said["signal"])
-    if "error" in said:
-        return passed(name, f"loading or running without {data_file} failed, as expected: {said['error']}", outcome="error")
-    if "outputs" in said:
-        try:
-            found = tensors.close(tensors.decode(said["outputs"]), eager, tensors.RTOL, tensors.ATOL)
-        except tensors.NotOutputs as exc:
-            return failed(name, f"ran without {data_file} and gave no outputs the gate reads: {exc}")
-        if found.matched:
-            return failed(name, f"ran without {data_file} and matched eager (max abs diff {found.max_abs_diff:.3g}): the "
-                                f"weights are not coming from the data file", outcome="matched")
-        return passed(name, f"ran without {data_file} and did not match eager (max abs diff {found.max_abs_diff:.3g}), as "
-                            f"expected", outcome="mismatch")
-    return failed(name, f"the C++ consumer without {data_file}: {said.get('failed')}")
+def judge_without(said: dict[str, Any], data_file: str, eager: list[tensors.Output], twin: CheckResult | None,
+                  rule: MissingData) -> CheckResult:
+    """The consumer without the data file: a control, judged with its twin, ``C++ consumer with data file``, by the
+    release's rule (``smoke.checks.controls``)."""
+    return controls.judge_missing(CPP_NEGATIVE.name, said, twin, rule, data_file, eager, who="the C++ consumer")
 
 
 def weighted_program(workdir: Path, data_file: str) -> tuple[Path, Path] | None:

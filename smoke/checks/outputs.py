@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from smoke import tensors
+from smoke.checks import controls
 from smoke.checks.exported import program_facts
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import MODELS, OPENVINO_MODEL, PORTABLE, QUANTIZED, RUN, XNNPACK_QUANTIZED
@@ -123,7 +124,10 @@ def judge_ran(name: str, ran: dict[str, Any], workdir: Path, data_file: str, eag
             return failed(name, f"the child skipped it ({ran['skipped']}), yet this row's own delegate is {XNNPACK}")
         return skipped(name, ran["skipped"])
     given = ran.get("error")
-    error = given if isinstance(given, str) and given else "the child gave neither outputs nor an error"
+    error = controls.named(given) if isinstance(given, str) and given else "the child gave neither outputs nor an error"
+    if controls.error_code(error) == 0x14:  # OperatorMissing: which operators, and what registers them
+        program = program_facts(workdir / label / "model.pte")
+        error += f": {controls.missing_operators(sorted({op for plan in program.get('plans', []) for op in plan['operators']}))}"
     measured: dict[str, Any] = {}
     if isinstance(ran.get("registered_backends"), list):
         measured["registered_backends"] = [str(b) for b in ran["registered_backends"]][:64]

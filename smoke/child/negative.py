@@ -1,8 +1,16 @@
-"""The negative control: the weighted program loaded WITHOUT its data file, in a process of its own.
+"""The controls' processes: the weighted program loaded WITHOUT its data file (the negative control), or with a
+damaged copy of it (``corrupt data file``: the parent writes the copies, ``smoke.checks.controls.write_damaged``),
+each in a process of its own.
 
-It must not give eager's answer: a crash or an error is expected; a match means the weights are not coming from the
-data file. The process is a fork of the child made after its imports (``fork_control``), reading the program's path
-on its fd 0; with ``--no-overlap`` it is ``python -m smoke.child.negative - VERDICT.json``, started when needed.
+Each process reads one line on its fd 0, ``PROGRAM<TAB>DATA_FILE`` (``-``: none), loads the program step by step
+(program, then method, then execute: the runtime's own ``_load_program``; where the release's binding takes no data
+file there, ``_load_for_executorch`` and ``forward``, said as ``load`` and ``execute``), writing the stage it has
+reached to ``control-CASE.stage`` before each, and its end to ``control-CASE.json``: the error, or the outputs. A
+crash leaves the stage file naming where it came. The parent judges (``smoke.checks.controls``): what each control
+proves only holds where its twin, the program with its data file, ran and matched eager.
+
+The processes are forks of the child made after its imports (``fork_control``), or, where no fork could be made,
+``python -m smoke.child.negative CASE WORKDIR``, started early (``start_control``).
 """
 
 from __future__ import annotations
@@ -12,102 +20,134 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from smoke import proc
+from smoke import proc, tensors
 from smoke.child import forks
-from smoke.child.models import models, run_program
 from smoke.child.probe import one_line
-from smoke.results import CheckResult, failed, passed
-from smoke.stages import NEGATIVE
-from smoke.tensors import ATOL, RTOL
 
-if TYPE_CHECKING:
-    from smoke.child.row import ChildRow
+CONTROL_TIMEOUT_S = 300
+MISSING = "missing"  # the negative control's case: no data file
+DAMAGED = ("truncated", "cut")  # the corrupt data file's cases (smoke.checks.controls.CASES)
+CASES = (MISSING, *DAMAGED)
 
-NEGATIVE_TIMEOUT_S = 300
+Control = "subprocess.Popen | forks.Forked"
 
 
-def start_negative_process(workdir: Path) -> subprocess.Popen:
-    """The negative control's process, started early: it imports torch and the runtime while the
-    exports run, then waits on stdin for the program to load."""
-    cmd = [sys.executable, "-m", "smoke.child.negative", "-", str(workdir / "negative.json")]
+def files(workdir: Path, case: str) -> tuple[Path, Path]:
+    """Where the control of ``case`` writes its end and its stage."""
+    return workdir / f"control-{case}.json", workdir / f"control-{case}.stage"
+
+
+def start_control(workdir: Path, case: str) -> subprocess.Popen:
+    """The control's process, started early: it imports torch and the runtime while the exports run, then waits on
+    stdin for the program to load."""
+    cmd = [sys.executable, "-m", "smoke.child.negative", case, str(workdir)]
     return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def fork_control(workdir: Path) -> forks.Forked:
-    """The negative control's process: a fork of the child, made after its imports (``smoke.child.forks``), that
-    imports the runtime's bindings now and waits on its fd 0 for the program to load."""
-    return forks.fork(lambda: negative_main("-", workdir / "negative.json"), workdir / "negative.log", pipe=True)
+def fork_control(workdir: Path, case: str) -> forks.Forked:
+    """The control's process: a fork of the child, made after its imports (``smoke.child.forks``), that imports the
+    runtime's bindings now and waits on its fd 0 for the program to load."""
+    return forks.fork(lambda: control_main(case, workdir), workdir / f"control-{case}.log", pipe=True)
 
 
-def send_control(control: "subprocess.Popen | forks.Forked", pte: Path) -> bool:
-    """Give the control's process, started early, the program to load now, so that it loads while the child works on
-    (``negative_control`` then waits for its verdict); True once sent. A process that has ended already (its stdin
-    closed) is judged by ``negative_control`` as it ended."""
+def send(control: "subprocess.Popen | forks.Forked", pte: Path, ptd: Path | None) -> bool:
+    """Give the control's process, started early, the program (and data file) to load now; True once sent. A process
+    that has ended already (its stdin closed) is judged by ``collect`` as it ended."""
+    line = f"{pte}\t{ptd if ptd is not None else '-'}\n"
     if isinstance(control, forks.Forked):
-        control.send(f"{pte}\n")
+        control.send(line)
         return True
     if control.stdin is None:
         return False
     try:
-        control.stdin.write(f"{pte}\n")
+        control.stdin.write(line)
         control.stdin.flush()
     except (OSError, ValueError):
         return False
     return True
 
 
-def negative_control(row: "ChildRow", pte: Path, workdir: Path,
-                     started: "subprocess.Popen | forks.Forked | None" = None, sent: bool = False) -> CheckResult:
-    """Load the weighted program WITHOUT its data file, in a process of its own (``started`` early, and ``sent`` the
-    program by ``send_control`` where it was).
-
-    It must not give eager's answer: a crash or an error is the expected outcome;
-    a match means the weights are not coming from the data file.
-    """
-    name = NEGATIVE.name
-    control = started or start_negative_process(workdir)
+def collect(control: "subprocess.Popen | forks.Forked", workdir: Path, case: str) -> dict[str, Any]:
+    """What the control's process said, for the parent to judge: ``stage`` and one of ``error``, ``signal``,
+    ``outputs``; ``failed`` where it said nothing readable. Its program was sent (``send``) before."""
+    end, stage_file = files(workdir, case)
     try:
-        _out, stderr = control.communicate("" if sent and started else f"{pte}\n", timeout=NEGATIVE_TIMEOUT_S)
+        _out, stderr = control.communicate("", timeout=CONTROL_TIMEOUT_S) if isinstance(control, forks.Forked) else \
+            control.communicate(timeout=CONTROL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         proc.end(control)
-        return passed(name, f"did not finish within {NEGATIVE_TIMEOUT_S} s without its data file (expected: no eager answer)")
+        return {"failed": f"did not finish within {CONTROL_TIMEOUT_S} s", "stage": _stage(stage_file)}
     code = control.returncode
     assert code is not None  # waited for above
     if code < 0:
-        sig = signal.Signals(-code).name
-        return passed(name, f"the load without {row.data_file} crashed the process with {sig}, as expected", outcome=sig)
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return {"signal": name, "stage": _stage(stage_file)}
     try:
-        verdict = json.loads((workdir / "negative.json").read_text())
+        said = json.loads(end.read_text())
     except (OSError, ValueError):
-        return failed(name, f"the control process exited {code} without its verdict: {proc.tail(stderr, 1)}")
-    if verdict["outcome"] == "error":
-        return passed(name, f"loading or running without {row.data_file} failed, as expected: {verdict['error']}", outcome="error")
-    if verdict["matched"]:
-        return failed(name, f"ran without {row.data_file} and matched eager (max abs diff {verdict['max_abs_diff']:.3g}): "
-                            f"the weights are not coming from the data file", outcome="matched", max_abs_diff=verdict["max_abs_diff"])
-    return passed(name, f"ran without {row.data_file} and did not match eager (max abs diff {verdict['max_abs_diff']:.3g}), as expected",
-                  outcome="mismatch", max_abs_diff=verdict["max_abs_diff"])
+        return {"failed": f"the control process exited {code} without its end: {proc.tail(stderr, 1)}",
+                "stage": _stage(stage_file)}
+    return said if isinstance(said, dict) else {"failed": "its end is not an object"}
 
 
-def negative_main(pte: str, out: Path) -> int:
-    import torch
-    from executorch.extension.pybindings import portable_lib  # noqa: F401  (imported before the program is known)
-
-    model, example = models()["weighted"]
-    program = Path(sys.stdin.readline().strip() if pte == "-" else pte)
+def _stage(path: Path) -> str:
     try:
-        outputs = run_program(program, None, example)
-    except Exception as exc:  # the expected outcome: report it as data
-        out.write_text(json.dumps({"outcome": "error", "error": one_line(exc)}))
-        return 0
-    expected = model(*example).detach()
-    diff = float((outputs[0].float() - expected).abs().max()) if outputs and outputs[0].shape == expected.shape else float("inf")
-    matched = bool(torch.allclose(outputs[0].float(), expected, rtol=RTOL, atol=ATOL)) if diff != float("inf") else False
-    out.write_text(json.dumps({"outcome": "ran", "matched": matched, "max_abs_diff": diff}))
+        return path.read_text().strip() or "start"
+    except OSError:
+        return "start"
+
+
+def run_stages(pte: str, ptd: str | None, example, stage_file: Path) -> dict[str, Any]:
+    """Load and run the program, writing each stage to ``stage_file`` before it begins: its outputs, or the error and
+    the stage where it came."""
+    from executorch.extension.pybindings import portable_lib
+
+    def at(stage: str) -> str:
+        stage_file.write_text(stage)
+        return stage
+
+    stage = at("program load")
+    try:
+        try:
+            program = (portable_lib._load_program(pte, data_path=ptd) if ptd is not None
+                       else portable_lib._load_program(pte))
+        except TypeError:  # a binding whose _load_program takes no data file (1.2.0): the module's one call
+            stage = at("load")
+            module = portable_lib._load_for_executorch(pte, data_path=ptd)
+            stage = at("execute")
+            outputs = module.forward(tuple(example))
+        else:
+            stage = at("method load")
+            method = program.load_method("forward")
+            stage = at("execute")
+            outputs = method.call(tuple(example))
+    except Exception as exc:  # the expected outcome: said as data, with its stage
+        return {"stage": stage, "error": one_line(exc)}
+    return {"stage": stage, "outputs": tensors.encode_all([o.detach().cpu() if hasattr(o, "detach") else o
+                                                           for o in outputs])}
+
+
+def control_main(case: str, workdir: Path) -> int:
+    import torch  # noqa: F401  (imported before the program is known)
+    from executorch.extension.pybindings import portable_lib  # noqa: F401
+
+    from smoke.child.models import models
+
+    _model, example = models()["weighted"]
+    line = sys.stdin.readline().rstrip("\n")
+    pte, _tab, ptd = line.partition("\t")
+    if not pte:
+        return 0  # nothing to load: the child ended first
+    end, stage_file = files(workdir, case)
+    said = run_stages(pte, None if ptd in ("", "-") else ptd, example, stage_file)
+    end.write_text(json.dumps(said))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(negative_main(sys.argv[1], Path(sys.argv[2])))
+    sys.exit(control_main(sys.argv[1], Path(sys.argv[2])))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smoke import options, proc, protocol
-from smoke.child import delegates, exports, openvino, xnnpack_quantized
+from smoke.child import delegates, exports, negative, openvino, xnnpack_quantized
 from smoke.child.ask import ask, hand_over
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
@@ -31,29 +31,40 @@ from smoke.child.loads import collect as collect_loads
 from smoke.child.loads import fork_part, start_loads_process
 from smoke.child.loads import forkable as loads_forkable
 from smoke.child.models import check_run, models, registered_backends, weight_matrix_bytes
-from smoke.child.negative import fork_control, negative_control, send_control, start_negative_process
 from smoke.child.portable import PHASE as PORTABLE_PHASE
 from smoke.child.portable import QUANTIZED_PHASE, check_portable, check_quantized
 from smoke.child.probe import probe
 from smoke.child.row import ChildRow
 from smoke.record import FailFast, Recorder
 from smoke.results import Status, skipped
-from smoke.stages import BESIDE_PHASE, EXPORT, IMPORT_PHASE, NEGATIVE, NEGATIVE_PHASE, OPENVINO_MODEL, RUN, XNNPACK_QUANTIZED, load_phase
+from smoke.stages import (
+    BESIDE_PHASE,
+    CORRUPT,
+    EXPORT,
+    IMPORT_PHASE,
+    NEGATIVE,
+    NEGATIVE_PHASE,
+    OPENVINO_MODEL,
+    RUN,
+    XNNPACK_QUANTIZED,
+    load_phase,
+)
 
 
 @dataclass
 class Forks:
     """The forks of this process (``smoke.child.forks``), each ended with the child's work."""
-    # The negative control's process (smoke.child.negative.fork_control; an interpreter of its own where no fork could be
-    # made: start_negative_process)
-    negative: Forked | subprocess.Popen | None = None
+    # The controls' processes, by case (smoke.child.negative.fork_control; an interpreter of its own where no fork could
+    # be made: start_control): the weighted program without its data file, and with each damaged copy of it
+    controls: dict[str, Forked | subprocess.Popen] | None = None
     # The extension modules into one process: a fork (extensions.fork_together), or a fresh one (start_together)
     together: tuple[list[str], Forked | Started] | None = None
     loads: dict[str, Forked] | None = None  # the loads' parts, "before" and "after" torch (smoke.child.loads.fork_part)
     xnnpack: Forked | Started | None = None  # the PT2E-quantized model lowered to XNNPACK (smoke.child.xnnpack_quantized)
 
     def processes(self) -> list[Forked | Started | subprocess.Popen | None]:
-        return [self.negative, self.together[1] if self.together else None, *(self.loads or {}).values(), self.xnnpack]
+        return [*(self.controls or {}).values(), self.together[1] if self.together else None, *(self.loads or {}).values(),
+                self.xnnpack]
 
 
 def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
@@ -102,10 +113,10 @@ def fork_after_imports(workdir: Path, forked: Forks, cuda: bool = False) -> None
     if cuda:
         forked.xnnpack = xnnpack_quantized.start_process(workdir)
     if device_initialised():
-        forked.negative = start_negative_process(workdir)
+        forked.controls = {case: negative.start_control(workdir, case) for case in negative.CASES}
         forked.together = start_together(workdir)
         return
-    forked.negative = fork_control(workdir)
+    forked.controls = {case: negative.fork_control(workdir, case) for case in negative.CASES}
     forked.together = fork_together(workdir)
 
 
@@ -154,7 +165,8 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         proc.end(helper)
         helper = None
     backends = registered_backends()
-    negative = forked.negative
+    controls = forked.controls or {}
+    sent: set[str] = set()  # the controls given their program
     weighted_pte = folders["weighted"] / "model.pte"
 
     def control() -> bool:
@@ -162,7 +174,6 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         delegate the runtime registers."""
         return bool(exported.get("weighted") and (folders["weighted"] / row.data_file).exists() and row.delegate_id in backends)
 
-    sent = False
     # The weighted model first: its negative control's process loads it (without its data file) while this process
     # exports the weightless one, instead of after both exports.
     for label in sorted(built, key=lambda label: label != "weighted"):
@@ -178,8 +189,9 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         exported[label] = export_here(rec, row, name, model, example, folders[label])
         if overlap and label == "weighted":
             fork_warm(workdir, forked)
-        if label == "weighted" and negative is not None and control():
-            sent = send_control(negative, weighted_pte)
+        if label == "weighted" and negative.MISSING in controls and control():
+            if negative.send(controls[negative.MISSING], weighted_pte, None):
+                sent.add(negative.MISSING)
     if helper is not None:
         exported[PARALLEL_LABEL] = collect_export(rec, row, helper, folders[PARALLEL_LABEL], workdir)
 
@@ -187,6 +199,14 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     # it; the answer is each label's data file verdict, on which its run depends.
     judged = ask(rec, "exported", exported=exported, weight_matrix_bytes=weight_matrix_bytes(built["weighted"][0]))
     data = {label: judged.get("data_file", {}).get(label) == Status.PASS.value for label in built}
+    # The parent wrote damaged copies of the weighted data file (smoke.checks.controls.write_damaged): each loads now,
+    # beside the runs, in its control's process.
+    given = judged.get("damaged")
+    damaged: dict = given if isinstance(given, dict) else {}
+    for case in negative.DAMAGED:
+        if case in controls and isinstance(damaged.get(case), str) and data["weighted"] and control():
+            if negative.send(controls[case], weighted_pte, Path(damaged[case])):
+                sent.add(case)
 
     # Each run is handed to the parent, which holds its outputs to eager's answer computed apart from the wheel's code.
     for label, (_model, example) in built.items():
@@ -208,12 +228,34 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
     with rec.phase(OPENVINO_MODEL.name):  # a SKIP in an instant where its runtime is not installed (the default)
         hand_over(rec, openvino.work(workdir / openvino.LABEL, backends))
 
-    name = NEGATIVE.name
-    if control():
-        with rec.phase(NEGATIVE_PHASE):
-            rec.check(negative_control(row, weighted_pte, workdir, negative, sent=sent))
-    else:
-        rec.check(skipped(name, "not run: the weighted program was not exported with a data file, or its delegate is not registered"))
+    # The controls: what each process said, handed to the parent, which judges it with its twin (smoke.checks.controls).
+    why_not = "not run: the weighted program was not exported with a data file, or its delegate is not registered"
+    with rec.phase(NEGATIVE_PHASE):
+        hand_over(rec, _control_said(NEGATIVE.name, (negative.MISSING,), controls, sent, workdir, weighted_pte, None, why_not)
+                  if control() else {"name": NEGATIVE.name, "skipped": why_not})
+        hand_over(rec, _control_said(CORRUPT.name, negative.DAMAGED, controls, sent, workdir, weighted_pte, damaged, why_not)
+                  if control() else {"name": CORRUPT.name, "skipped": why_not})
+
+
+def _control_said(name: str, cases: tuple[str, ...], controls: dict, sent: set[str], workdir: Path, pte: Path,
+                  damaged: dict | None, why_not: str) -> dict:
+    """What the controls of ``cases`` said, for the parent (``name``: their check): one case's said, or by case. A
+    control not yet given its program (no fork could be made early, --no-overlap) runs now, in a process of its own."""
+    said: dict = {}
+    for case in cases:
+        ptd = None if damaged is None else damaged.get(case)
+        if damaged is not None and not isinstance(ptd, str):
+            said[case] = {"failed": "the parent wrote no damaged copy of the data file"}
+            continue
+        process = controls.get(case)
+        if process is None or case not in sent:
+            if process is not None:
+                proc.end(process)
+            process = negative.start_control(workdir, case)
+            controls[case] = process
+            negative.send(process, pte, Path(ptd) if ptd else None)
+        said[case] = negative.collect(process, workdir, case)
+    return {"name": name, "said": said[cases[0]] if damaged is None else said}
 
 
 def main(argv: list[str] | None = None, token: str = "") -> int:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 from smoke import options as opts
 from smoke import paths, proc, protocol, report, stages
 from smoke.backends import cuda_checks
-from smoke.checks import cppsdk, exported, installed, kinds, outputs, pipeline, requirements, shipped
+from smoke.checks import controls, cppsdk, exported, installed, kinds, outputs, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
 from smoke.environment import consumer, download, installer, loaderenv, reference
@@ -558,8 +558,11 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
     expected = answers.outputs["weighted"]
     with phase(context.run, "the C++ consumer"):
         said = consumer.run(made.binary, pte, ptd, inputs, sdk.env)
-        found = [headers, cppsdk.judge_with(said, data_file, expected, made.said),
-                 cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.env), data_file, expected)]
+        linked = set(consumer.components(sdk.wheel, sdk.backend))
+        twin = cppsdk.judge_with(said, data_file, expected, made.said, pte=pte, linked=linked)
+        rule = context.row.backend.missing_data(sdk.wheel.version)
+        found = [headers, twin, cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.env), data_file,
+                                                     expected, twin, rule)]
         deployed = made.deployed
         if deployed is None or deployed.binary is None:
             why = deployed.said if deployed else "the deployed copy of an earlier run is not readable: remove the environment"
@@ -598,7 +601,8 @@ def _cpp_quantized(sdk: consumer.Consumer, binary: Path, workdir: Path, answers:
 # (``smoke.checks.exported.judge_exports``), and from the runs' outputs held to eager's answer computed apart from the
 # wheel's code (``smoke.checks.outputs``). A record of one from the child is refused (issue 48: code of the wheel,
 # which runs in the child, wrote PASS records of them).
-PARENT_JUDGED = frozenset((*stages.DELEGATE.names(), *stages.DATA_FILE.names(), stages.WEIGHTS.name, *outputs.JUDGED))
+PARENT_JUDGED = frozenset((*stages.DELEGATE.names(), *stages.DATA_FILE.names(), stages.WEIGHTS.name, *outputs.JUDGED,
+                           *stages.CONTROLS))
 
 
 class RowEvents(ChildEvents):
@@ -634,7 +638,13 @@ class RowEvents(ChildEvents):
             results, answer = exported.judge_exports(self.context.row.backend, self.workdir, question.data)
             for result in results:
                 emit(self.context.run, result)
+            ptd = self.workdir / "weighted" / self.context.row.backend.data_file
+            if answer.get("data_file", {}).get("weighted") == Status.PASS.value and ptd.is_file():
+                with machine("the work folder", self.workdir, "--workdir"):  # the corrupt data file's copies
+                    answer["damaged"] = controls.write_damaged(ptd, self.workdir / "damaged")
             return answer
+        if question.question == "ran" and question.data.get("name") in stages.CONTROLS:
+            return self._control(question.data)
         if question.question == "ran":
             name = question.data.get("name")
             if name not in outputs.JUDGED or name in self.ran:
@@ -647,6 +657,28 @@ class RowEvents(ChildEvents):
                                                               backend.delegate_id))
             return {"status": result.status.value}
         return {"error": f"no such question: {question.question!r}"}
+
+    def _control(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A control the child handed over (``smoke.checks.controls``): judged here, with its twin's result in this run."""
+        name = str(data["name"])
+        if name in self.ran:
+            return {"error": f"{name!r} was handed over already"}
+        self.ran.add(name)
+        run = self.context.run
+        if isinstance(data.get("skipped"), str):
+            return {"status": emit(run, skipped(name, data["skipped"])).status.value}
+        given = data.get("said")
+        said: dict[str, Any] = given if isinstance(given, dict) else {"failed": "the child handed over no outcome"}
+        twin = next((r for r in run.results if r.name == stages.CONTROLS[name]), None)
+        backend = self.context.row.backend
+        rule = backend.missing_data(self.wheel.version)
+        answers = self.eager.answers(self.context.options.timeout)
+        eager = answers.outputs.get("weighted") if not answers.error else None
+        if name == stages.CORRUPT.name:
+            result = controls.judge_corrupt(said, twin, rule, backend.data_file, eager)
+        else:
+            result = controls.judge_missing(name, said, twin, rule, backend.data_file, eager)
+        return {"status": emit(run, result).status.value}
 
     def started(self) -> None:
         """The file checks taken (printed, recorded) as the child starts its imports; a stop after them ends it."""

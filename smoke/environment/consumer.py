@@ -93,6 +93,9 @@ static void loaded() {
   std::printf("]}\n");
 }
 
+// The stage it reaches, on stderr before each begins: a crash leaves the last one there (smoke.checks.controls).
+static void stage(const char* name) { std::fprintf(stderr, "gate-stage: %s\n", name); std::fflush(stderr); }
+
 static void value(double v) {
   if (std::isnan(v)) std::printf("\"NaN\"");
   else if (std::isinf(v)) std::printf(v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
@@ -120,20 +123,30 @@ int main(int argc, char** argv) {
   const std::string data_file = argv[2];
   std::unique_ptr<Module> module = data_file == "-" ? std::make_unique<Module>(argv[1])
                                                      : std::make_unique<Module>(argv[1], data_file);
+  stage("program load");
   const auto load_error = module->load();
   if (load_error != executorch::runtime::Error::Ok) {
-    std::printf("{\"error\": \"Module::load() returned error 0x%x\"", (unsigned)load_error);
+    std::printf("{\"stage\": \"program load\", \"error\": \"Module::load() returned error 0x%x\"", (unsigned)load_error);
     loaded();
     return 0;
   }
+  stage("method load");
+  const auto method_error = module->load_method("forward");
+  if (method_error != executorch::runtime::Error::Ok) {
+    std::printf("{\"stage\": \"method load\", \"error\": \"Module::load_method(forward) returned error 0x%x\"",
+                (unsigned)method_error);
+    loaded();
+    return 0;
+  }
+  stage("execute");
   std::vector<executorch::runtime::EValue> args(inputs.begin(), inputs.end());
   const auto result = module->forward(args);
   if (!result.ok()) {
-    std::printf("{\"error\": \"Module::forward() returned error 0x%x\"", (unsigned)result.error());
+    std::printf("{\"stage\": \"execute\", \"error\": \"Module::forward() returned error 0x%x\"", (unsigned)result.error());
     loaded();
     return 0;
   }
-  std::printf("{\"outputs\": [");
+  std::printf("{\"stage\": \"execute\", \"outputs\": [");
   for (size_t o = 0; o < result->size(); ++o) {
     const auto& out = result->at(o);
     if (!out.isTensor()) { std::printf("%s{\"shape\": [], \"dtype\": \"not a tensor\", \"values\": []}", o ? ", " : ""); continue; }
@@ -539,10 +552,12 @@ def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, env: 
     except GateError as exc:  # it could not start, or ran past its time
         return {"failed": str(exc)}
     if done.returncode < 0:
+        stages = re.findall(r"^gate-stage: (.+)$", done.stderr[-(1 << 20):], re.M)
+        where = {"stage": stages[-1].strip()} if stages else {}
         try:
-            return {"signal": signal.Signals(-done.returncode).name}
+            return {"signal": signal.Signals(-done.returncode).name, **where}
         except ValueError:  # a real-time signal, say, with no name
-            return {"signal": f"signal {-done.returncode}"}
+            return {"signal": f"signal {-done.returncode}", **where}
     for line in reversed(done.stdout[-(1 << 20):].splitlines()):
         if line.startswith("{"):
             try:

@@ -20,7 +20,7 @@ from smoke.readers.wheel import read_wheel
 from smoke.readers.wheelcopy import rewrite_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from tests.helpers import PUBLIC_RELEASES, THREADPOOL, member, patched, release_wheel
+from tests.helpers import PUBLIC_RELEASES, THREADPOOL, examples, member, patched, release_wheel
 
 ROW = ROWS["cpu_x86_64"]
 
@@ -96,7 +96,7 @@ def _threadpool() -> bytes:
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), min_size=1, max_size=24))
 def test_a_mutated_library_gives_a_soname_or_none_never_an_exception(changes):
     # The ELF header, program and section headers and .dynamic lie in the first 8 KiB of the real library.

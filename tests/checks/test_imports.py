@@ -20,7 +20,7 @@ from smoke.readers.wheel import read_wheel
 from smoke.readers.wheelcopy import rewrite_wheel
 from smoke.results import Status
 from smoke.rows import ROWS
-from tests.helpers import REPO, release_wheel
+from tests.helpers import REPO, examples, release_wheel
 
 RELEASES = REPO / ".gate" / "release-table" / "wheels"
 
@@ -177,14 +177,14 @@ def _scan_bounded(text: bytes) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
 def test_any_module_text_is_scanned_or_listed_as_not_python(text):
     _scan_bounded(text)
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
 def test_any_module_text_is_scanned_or_listed_as_not_python_many(text):
     _scan_bounded(text)
@@ -397,7 +397,7 @@ def _nest(wrappers, statement: str) -> str:
     return PRELUDE + "\n".join(block) + "\n"
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(WRAPPERS), max_size=5),
        st.sampled_from(["import target", "import target.sub as t", "from target import thing", "from target.sub import a as b, c"]),
        st.sampled_from(["", "x = 1\n", "import numpy\n"]))
@@ -446,7 +446,7 @@ def _tests(draw, depth=0):
     return f"({draw(_tests(depth + 1))}) {draw(st.sampled_from(['and', 'or']))} ({draw(_tests(depth + 1))})"
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(_tests())
 def test_a_guard_is_judged_as_python_would_judge_it(test):
     text = f"import os, platform, sys\nif {test}:\n    import taken\nelse:\n    import other\n"

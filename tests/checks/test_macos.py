@@ -23,6 +23,7 @@ from tests.helpers import (
     as_architecture,
     drop_rpath,
     every_check_judges,
+    examples,
     failed_ours,
     fat,
     fat_hot_ranges,
@@ -174,7 +175,7 @@ def test_hostile_fat_slices_are_judged_or_refused_never_a_traceback(macos_declar
     row = ROWS["cpu_macos_arm64"]
     universal = fat_seed(member(macos_declared, C_EXT), LIB)
 
-    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(60), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(hot_mutations(universal, fat_hot_ranges(universal)))
     def check(data):
         try:

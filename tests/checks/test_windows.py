@@ -20,6 +20,7 @@ from smoke.readers.wheel import read_wheel
 from smoke.rows import ROWS
 from tests.helpers import (
     every_check_judges,
+    examples,
     failed_ours,
     hot_mutations,
     judge,
@@ -166,7 +167,7 @@ def test_hostile_pe_imports_and_module_sources_are_judged_never_a_traceback(wind
     pyd = member(windows_1_0_0, small)
     source = member(windows_1_0_0, BINDINGS)
 
-    @settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(40), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(hot_mutations(pyd, pe_import_ranges(pyd)))
     def imports(data):
         try:
@@ -175,7 +176,7 @@ def test_hostile_pe_imports_and_module_sources_are_judged_never_a_traceback(wind
             return
         every_check_judges(wheel, row, real, "pes", small, mutant, windows.CHECKS)
 
-    @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(200), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(st.one_of(hot_mutations(source, [(source.index(b"if sys.platform"), source.index(b"# Let users"))]),
                      st.text(max_size=200).map(lambda t: ("os.add_dll_directory(" + t).encode("utf-8", "surrogatepass"))))
     def sources(text):

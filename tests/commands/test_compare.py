@@ -27,6 +27,7 @@ from tests.helpers import (
     REAL_REPORT,
     REPO,
     cuda_parts,
+    examples,
     make_cuda_wheel,
     nox,
     release_wheel,
@@ -474,7 +475,7 @@ def _judge_any(old, new):
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(old=reports, new=reports)
 def test_any_report_content_gives_a_runtime_drift_and_never_raises(old, new):
     _judge_any(old, new)
@@ -486,7 +487,7 @@ def test_a_phase_whose_name_is_not_text_is_left_out_not_a_traceback():
     assert [t for t in drift["times"] if t["new"] is not None] == [{"phase": "export (weighted)", "old": None, "new": 1.5, "ratio": None}]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(values=outputs)
 def test_outputs_against_themselves_never_drift(values):
     worst, close = compare.output_drift(values, [list(v) for v in values])
@@ -494,7 +495,7 @@ def test_outputs_against_themselves_never_drift(values):
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(old=reports, new=reports, a=outputs, b=outputs)
 def test_many_reports_only_numbers_come_out_within_memory_and_time(old, new, a, b):
     tracemalloc.start()

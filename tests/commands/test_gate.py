@@ -37,6 +37,7 @@ from smoke.results import failed, passed, skipped
 from smoke.rows import ROWS
 from tests.helpers import (
     REPO,
+    examples,
     failed_ours,
     line,
     lines,
@@ -501,7 +502,7 @@ def _check_many(tmp_path, max_examples):
     wheel.touch()
     before = _tree(tmp_path)
 
-    @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=examples(max_examples), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(PLACES, st.none() | PLACES, st.none() | PLACES)
     def check(env, work, reports):
         _judge(tmp_path, env, work, reports, wheel)

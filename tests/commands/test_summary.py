@@ -30,7 +30,7 @@ from smoke.errors import GateError
 from smoke.report import Run
 from smoke.results import Status, warned
 from smoke.rows import RELEASE_ROWS
-from tests.helpers import HOSTILE, REPO, SCHEMA, WAIVED_RESULT, WHEELS, a_run, a_seed_run, hostile_results, rendered, shown, with_result
+from tests.helpers import HOSTILE, REPO, SCHEMA, WAIVED_RESULT, WHEELS, a_run, a_seed_run, examples, hostile_results, rendered, shown, with_result
 
 
 def write_rows(folder, **runs):
@@ -354,7 +354,7 @@ def hypothesis_folder(tmp_path_factory):
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(reports())
 def test_any_report_is_judged_or_refused_with_the_gates_error(hypothesis_folder, data):
     _judge_once(hypothesis_folder, data)
@@ -366,7 +366,7 @@ def test_thousands_of_reports_judged_or_refused_in_bounded_memory_and_time(tmp_p
     peaks: list[int] = []
     slowest = [0.0]
 
-    @settings(max_examples=4000, deadline=None, database=None)
+    @settings(max_examples=examples(4000), deadline=None, database=None)
     @given(reports())
     def one(data):
         tracemalloc.start()

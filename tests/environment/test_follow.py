@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from smoke.environment import follow
 from smoke.environment.follow import judge_child, run_child
 from smoke.results import Status
-from tests.helpers import CHECK, PHASE, REPO, fake_child
+from tests.helpers import CHECK, PHASE, REPO, examples, fake_child
 
 
 def test_a_finished_child_is_not_judged(tmp_path):
@@ -217,14 +217,14 @@ def _property(lines, cuts, line_cap):
     assert len(outcome.bad_lines) <= follow.BAD_KEPT and all(len(text) <= 200 for text in outcome.bad_lines)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORDS, max_size=20), st.lists(st.integers(0, 10_000), max_size=8), st.sampled_from([16, 64, 100_000]))
 def test_the_record_reader_keeps_every_line_and_never_raises(lines, cuts, line_cap):
     _property(lines, cuts, line_cap)
 
 
 @pytest.mark.slow
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(5000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORDS, max_size=40), st.lists(st.integers(0, 100_000), max_size=16), st.sampled_from([1, 16, 64, 100_000]))
 def test_the_record_reader_keeps_every_line_and_never_raises_thousands(lines, cuts, line_cap):
     tracemalloc.start()

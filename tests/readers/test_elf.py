@@ -31,6 +31,7 @@ from tests.helpers import (
     LFS_POINTER,
     REPO,
     THREADPOOL,
+    examples,
     extract,
     rebound,
     rewrite_wheel,
@@ -250,7 +251,7 @@ def _read_mutants(data: bytes, path: str, examples: int) -> None:
 
     slowest = [0.0]
 
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(data))
     def read(mutation):
         mutated = _apply(data, mutation)
@@ -297,7 +298,7 @@ def _judge_one_file_wheels(slim_x86_64, tmp_path, examples: int) -> None:
     checks = pipeline.file_checks(CPU_ROW)
     counter = iter(range(10**9))
 
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(data))
     def judge(mutation):
         folder = tmp_path / str(next(counter))
@@ -344,7 +345,7 @@ def test_a_real_library_with_any_bytes_changed_is_read_or_refused_as_elf_error_n
 
     # The changes land where the headers, the dynamic section and the symbol tables are (the first 8 KB of
     # this library): elsewhere is code, which the reader does not parse.
-    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.lists(st.tuples(st.integers(0, 8000), st.integers(0, 255)), min_size=1, max_size=40),
            st.integers(0, len(real)))
     @example([(639, 96)], len(real))  # found here: pyelftools' construct raised ArrayError ('missing terminator')

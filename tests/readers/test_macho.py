@@ -61,7 +61,7 @@ def _property(examples: int):
     sources = st.one_of(_mutations(dylib[:65536]), _mutations(exe[:65536]), st.binary(max_size=512),
                         st.binary(max_size=64).map(lambda b: b"\xcf\xfa\xed\xfe" + b), st.binary(max_size=256).map(lambda b: b"MZ" + b))
 
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(sources)
     def check(data):
         tracemalloc.start()
@@ -104,7 +104,7 @@ def hostile_fat_and_pe():
 
 
 def _fat_and_pe_property(examples: int):
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(hostile_fat_and_pe())
     def check(data):
         _judge(data, data[:pe.PE_HEAD_SIZE])

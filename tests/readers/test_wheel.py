@@ -27,7 +27,7 @@ from smoke.commands.inspect import rows_for
 from smoke.errors import GateError, InvalidWheel, WrongPlatform
 from smoke.readers.wheel import Interpreter, check_interpreter, platform_machine, read_wheel
 from smoke.rows import ROWS, check_machine
-from tests.helpers import REPO, pypi_wheel, rewrite_wheel
+from tests.helpers import REPO, examples, pypi_wheel, rewrite_wheel
 from tests.helpers import dist_info_text as member
 from tests.helpers import renamed_copy as renamed
 from tests.helpers import with_dist_info as replaced
@@ -377,8 +377,8 @@ def _member_case(tmp_path_factory, chosen):
     _bounded(_write_wheel(tmp_path_factory.mktemp("m"), NAME, chosen))
 
 
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-SLOW = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FAST = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SLOW = settings(max_examples=examples(3000), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 @pytest.mark.slow
