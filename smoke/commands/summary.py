@@ -396,7 +396,13 @@ def summary(folder: Path, release: str, output: Path | None = None, json_output:
         check_output(output)
     if json_output is not None:
         check_output(json_output, "--json", folder)
-    verdict = judge(load_reports(folder), release)
+    reports = load_reports(folder)
+    if not reports:  # nothing to judge is no verdict: not a FAIL of the release, and never a PASS
+        inspected = sum(1 for _ in folder.rglob("*.json"))
+        raise ReportError(f"reports folder {str(folder)!r} holds no row report{f' ({inspected} other JSON files)' if inspected else ''}: "
+                          f"nothing to judge; pass the folder the rows wrote with --report-dir (nox -s ROW -- WHEEL "
+                          f"--report-dir DIR)")
+    verdict = judge(reports, release)
     print(markup.redact(verdict.table))
     for problem in verdict.problems:
         fail(f"{release} release", markup.plain(problem))

@@ -236,6 +236,8 @@ def wheel_read(context: Context, given: Given) -> Read:
         wheel = dataclasses.replace(wheel, user_supplied=policy.user_supplied)
         check_machine(wheel, row)
         elsewhere = away(row)
+        if elsewhere is None and (lacks := consumer.machine_lacks(wheel, row.backend.name)) is not None:
+            raise MachineError(f"{lacks}; the C++ SDK is not judged without it (README: What a machine needs)")
         run.wheel, run.wheel_size, run.wheel_sha256 = wheel.filename, wheel.size, wheel.sha256
         constraints = None
         if elsewhere is None:

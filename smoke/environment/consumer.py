@@ -234,6 +234,33 @@ def find_compiler() -> str | None:
     return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 
+COMPILER_FIX = "install one (Debian and Ubuntu: apt install g++), or set CXX to one"
+
+
+def machine_lacks(wheel: Wheel, backend: str) -> str | None:
+    """Why this machine cannot run the C++ checks of a wheel that ships a C++ runtime (None where it can, or where the
+    wheel has none to judge): the checks must execute there, so a missing or broken tool is the machine's ERROR, named
+    with its fix, never a SKIP that lets the row pass (issue 56) nor a FAIL of the wheel."""
+    if nothing_to_judge(wheel) is not None or missing_delegate(wheel, backend) is not None:
+        return None
+    shipped = f"the wheel ships a C++ runtime ({RUNTIME}), whose checks must run here"
+    cmake, found = find_cmake()
+    if cmake is None:
+        return f"{shipped}, and this machine has {found}"
+    compiler = find_compiler()
+    if compiler is None:
+        return f"{shipped}, and this machine has no C++ compiler (c++, g++ or clang++ on PATH, or CXX): {COMPILER_FIX}"
+    source = "CXX" if os.environ.get("CXX") else "PATH"
+    try:
+        done = proc.run([compiler, "--version"], what=f"the C++ compiler {compiler!r}", timeout=60, check=False)
+    except GateError as exc:
+        return f"{shipped}, and the C++ compiler {compiler!r} (from {source}) cannot run: {exc}; {COMPILER_FIX}"
+    if done.returncode != 0:
+        return (f"{shipped}, and the C++ compiler {compiler!r} (from {source}) exited {done.returncode} when asked its "
+                f"version: {proc.tail(done.stderr or done.stdout, 1)}; {COMPILER_FIX}")
+    return None
+
+
 @dataclass(frozen=True)
 class Headers:
     """Every header under ``executorch/include`` compiled alone (``headers_alone``)."""
@@ -456,7 +483,7 @@ class Consumer:
         if cmake is None:
             return Built(None, found)
         if compiler is None:
-            return Built(None, "no C++ compiler (c++, g++ or clang++ on PATH, or CXX): install one")
+            return Built(None, f"no C++ compiler (c++, g++ or clang++ on PATH, or CXX): {COMPILER_FIX}")
         key = self._key(cmake, compiler)
         binary, mark, kept = self.folder / "build" / "consumer", self.folder / "built.sha256", self.folder / "headers.json"
         if binary.is_file() and mark.is_file() and mark.read_text().strip() == key and (headers := _kept(kept)) is not None:
@@ -532,13 +559,24 @@ def _kept(path: Path) -> Headers | None:
 
 
 def _errors(log: Path) -> str:
-    """The build's first error lines (CMake's and the compiler's), else the end of its log."""
+    """The build's first error, quoted (a compiler's ``error:`` line; CMake's ``CMake Error`` line with the message
+    that follows it), and the log's path, where the rest is; else the end of its log."""
     try:
         text = log.read_text(encoding="utf-8", errors="replace")[-200_000:]
     except OSError:
-        return "(no log)"
-    lines = [line.strip() for line in text.splitlines() if re.search(r"\berror\b|CMake Error|not found|No such file", line)]
-    return proc.tail("\n".join(lines[:3]) if lines else text, 3)
+        return f"(no log at {log})"
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("CMake Error"):
+            message = []  # its message: the indented lines after it, up to the next unindented one
+            for later in lines[i + 1:i + 12]:
+                if later.strip() and not later[:1].isspace():
+                    break
+                message += [later.strip()] if later.strip() else []
+            return f"{line.strip()} {' '.join(message)} (the whole log: {log})"
+        if re.search(r"\berror\b", line) and not line.lstrip().startswith(("--", "make")):
+            return f"{line.strip()} (the whole log: {log})"
+    return f"{proc.tail(text, 1)} (the whole log: {log})"
 
 
 def run(binary: Path, program: Path, data_file: Path | None, inputs: Path, env: dict[str, str],

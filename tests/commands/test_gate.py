@@ -551,3 +551,32 @@ def test_each_step_of_a_row_takes_and_returns_frozen_products():
         for kind in typing.get_args(returned) or (returned,):
             assert kind is type(None) or frozen(kind) or kind in (gate_module.FileWork, gate_module.owned.Owned), (
                 step.__name__, kind)
+
+
+# --- a machine that cannot run the C++ checks of a wheel that ships a C++ runtime (issue 56) ----------------------
+
+@pytest.mark.parametrize("how", ["a CXX that does not exist", "a CXX that fails", "no compiler on PATH"])
+def test_a_machine_without_the_cpp_tools_is_one_error_naming_them_never_a_pass_with_skips(wheel_x86_64, tmp_path, how):
+    """1.5.1 ships a C++ runtime: its six C++ checks must execute. Without a compiler the row PASSed with them skipped; a
+    broken CXX FAILed the wheel (exit 1) on a CMake error. Both are the machine's: one ERROR line, exit 2, before
+    anything is built."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = {"CXX": ""}
+    if how == "a CXX that does not exist":
+        env["CXX"] = "/nonexistent/g++"
+    elif how == "a CXX that fails":
+        broken = bin_dir / "broken-g++"
+        broken.write_text("#!/bin/sh\necho 'broken-g++: cannot find its own cc1plus' >&2\nexit 1\n")
+        broken.chmod(0o755)
+        env["CXX"] = str(broken)
+    else:
+        env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}"
+    proc = gate(wheel_x86_64, "--env-dir", tmp_path / "env", env=env)
+    one_error_line(proc, "the wheel ships a C++ runtime (executorch/lib/libexecutorch.so), whose checks must run here")
+    fix = {"a CXX that does not exist": "the C++ compiler '/nonexistent/g++' (from CXX) cannot run",
+           "a CXX that fails": "(from CXX) exited 1 when asked its version: broken-g++: cannot find its own cc1plus",
+           "no compiler on PATH": "no C++ compiler (c++, g++ or clang++ on PATH, or CXX): install one (Debian and Ubuntu: "
+                                  "apt install g++), or set CXX to one"}[how]
+    one_error_line(proc, fix)
+    assert "PASS" not in proc.stdout and "FAIL" not in proc.stdout and not (tmp_path / "env").exists()

@@ -84,6 +84,15 @@ def test_summary_of_a_missing_folder_is_an_error(tmp_path):
         summary.load_reports(tmp_path / "nope")
 
 
+def test_summary_of_a_folder_with_no_row_report_is_one_error_not_a_failed_release(tmp_path, capsys):
+    """Issue 56: nothing to judge is no verdict; it said the release FAILED."""
+    (tmp_path / "notes.txt").write_text("not a report")
+    code, out, err = summarize(tmp_path, capsys, "--release", "cpu")
+    assert code == 2 and "FAILED" not in out and "PASSED" not in out, out
+    assert len(err) == 1 and err[0].startswith(f"ERROR reports folder {str(tmp_path)!r} holds no row report"), err
+    assert "nothing to judge; pass the folder the rows wrote with --report-dir" in err[0]
+
+
 def matrix(folder: Path, *rows: str, **runs: Run) -> Path:
     for row in rows:
         report.write(a_run(row), folder / row)

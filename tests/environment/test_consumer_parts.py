@@ -73,9 +73,28 @@ def test_no_cmake_or_no_compiler_is_one_line_naming_the_fix(wheel_x86_64, tmp_pa
     assert said == f"no CMake 3.28 or newer ({fake} (3.22)): pip install 'cmake>=3.28,<4' into the interpreter that runs the gate"
     built = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path, tmp_path / "c", "xnnpack", ENV).start().built(60)
     assert built.binary is None and not built.failed and built.said == said and built.headers is None
+    # a wheel that ships a C++ runtime: the machine's ERROR, naming the fix (issue 56); a wheel with none: nothing lacks
+    assert consumer.machine_lacks(read_wheel(wheel_x86_64), "xnnpack") == (
+        f"the wheel ships a C++ runtime (executorch/lib/libexecutorch.so), whose checks must run here, and this machine "
+        f"has {said}")
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CXX", raising=False)
     assert consumer.find_compiler() is None
+
+
+def test_a_failed_build_names_its_first_error_and_its_log(tmp_path):
+    """Issue 56: the line stopped at 'CMake Error at CMakeLists.txt:2 (project):', its cause in a log no line named."""
+    log = tmp_path / "build.log"
+    log.write_text("-- The CXX compiler identification is unknown\n"
+                   "CMake Error at CMakeLists.txt:2 (project):\n"
+                   "  The CMAKE_CXX_COMPILER:\n\n    /nonexistent/g++\n\n  is not a full path to an existing compiler tool.\n")
+    assert consumer._errors(log) == ("CMake Error at CMakeLists.txt:2 (project): The CMAKE_CXX_COMPILER: /nonexistent/g++ is "
+                                     f"not a full path to an existing compiler tool. (the whole log: {log})")
+    log.write_text("[ 50%] Building CXX object consumer.o\nIn file included from consumer.cpp:9:\n"
+                   "/x/module.h:12:10: fatal error: executorch/runtime/core/tag.h: No such file or directory\n"
+                   "make[2]: *** [consumer.o] Error 1\n")
+    assert consumer._errors(log) == ("/x/module.h:12:10: fatal error: executorch/runtime/core/tag.h: No such file or "
+                                     f"directory (the whole log: {log})")
 
 
 def test_stopping_the_compiles_ends_the_one_running_and_starts_no_other():
