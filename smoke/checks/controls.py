@@ -66,20 +66,22 @@ def named(text: str) -> str:
 
 
 def missing_operators(operators: list[str], linked: set[str] | None = None) -> str:
-    """The operators a program leaves outside its delegates and the component that registers each, for an
-    OperatorMissing: ``linked``, the components the process linked (None where unknown)."""
+    """The operators a program leaves outside its delegates, by the component that registers them, for an
+    OperatorMissing: ``linked``, the components the process linked (None where unknown: the Python runtime)."""
     if not operators:
         return "the program leaves no operator outside its delegates"
     by: dict[str, list[str]] = {}
     for op in operators:
-        by.setdefault(OPERATOR_COMPONENTS.get(op.split("::", 1)[0], "an unknown library"), []).append(op)
+        by.setdefault(OPERATOR_COMPONENTS.get(op.split("::", 1)[0], ""), []).append(op)
     parts = []
     for component, ops in by.items():
-        where = (f"executorch::{component}" if component != "an unknown library" else component)
-        if linked is not None and component != "an unknown library":
-            where += " (linked)" if component in linked else " (not linked)"
-        parts.append(f"{', '.join(ops)}: {where}")
-    return "the program leaves " + "; ".join(parts) + " outside its delegates"
+        if not component:
+            parts.append(f"{', '.join(ops)} (no library of the wheel's known to register them)")
+            continue
+        library = f"libexecutorch_{component}.so"
+        state = "" if linked is None else ", linked" if component in linked else ", not linked"
+        parts.append(f"{', '.join(ops)} (registered by executorch::{component}, {library}{state})")
+    return f"the program leaves {len(operators)} operators outside its delegates: " + "; ".join(parts)
 
 
 def stage_of(said: dict[str, Any]) -> str:

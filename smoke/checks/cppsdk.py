@@ -74,10 +74,12 @@ def judge_deployed(said: dict[str, Any], data_file: str, eager: list[tensors.Out
                 f"the deployed C++ consumer ({how})")
 
 
-def judge_quantized(said: dict[str, Any], eager: list[tensors.Output]) -> CheckResult:
+def judge_quantized(said: dict[str, Any], eager: list[tensors.Output], pte: Path | None = None,
+                    linked: set[str] | None = None) -> CheckResult:
     """The consumer, linking ``executorch::kernels_quantized``, on the quantized program (no delegate, no data file)."""
     how = "executorch::kernels_quantized linked, Module(quantized model.pte)"
-    return _ran(CPP_QUANTIZED.name, said, eager, f"no delegate by a C++ consumer ({how})", f"the C++ consumer ({how})")
+    return _ran(CPP_QUANTIZED.name, said, eager, f"no delegate by a C++ consumer ({how})", f"the C++ consumer ({how})",
+                pte=pte, linked=linked)
 
 
 def judge_core(loaded: Any, read=None) -> CheckResult:

@@ -596,7 +596,8 @@ def _cpp_quantized(sdk: consumer.Consumer, binary: Path, workdir: Path, answers:
     inputs = workdir / "cpp-quantized-inputs.txt"
     with machine("the work folder", workdir, "--workdir"):
         consumer.write_inputs(inputs, answers.inputs[label])
-    return cppsdk.judge_quantized(consumer.run(binary, pte, None, inputs, sdk.env), answers.outputs[label])
+    return cppsdk.judge_quantized(consumer.run(binary, pte, None, inputs, sdk.env), answers.outputs[label], pte,
+                                  set(consumer.components(sdk.wheel, sdk.backend)))
 
 
 # The checks the parent judges itself: from the files the exports wrote, read by its own readers

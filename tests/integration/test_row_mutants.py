@@ -249,3 +249,31 @@ def test_a_wheel_whose_backend_library_loads_and_does_not_register_fails(declare
     assert re.search(r"^FAIL shipped backends register: 1 of 3 backends the runtime loads are not registered: OpenvinoBackend, "
                      rf"which {re.escape(openvino)} registers \(registered: QnnBackend, XnnpackBackend\)$", out, re.M), out
     assert re.search(r"^cpu_x86_64: FAILED: \d+ passed, 1 failed, ", out, re.M), out
+
+
+@pytest.mark.slow
+def test_a_runtime_that_registers_neither_its_delegate_nor_its_kernels_passes_no_control_and_names_what_is_missing(
+        declared_x86_64, tmp_path):
+    """Issue 56, on one mutant of 1.5.1 (the XNNPACK delegate's and the CPU kernels' libraries emptied, their SONAMEs
+    kept): the C++ consumer fails the same way with and without its data file, so its control proves nothing and is a
+    SKIP naming its twin (it PASSed "as expected"); a missing operator names each operator and the library that would
+    register it (it said only "error 0x14")."""
+    from tests.helpers import empty_library
+
+    members = ("executorch/lib/libexecutorch_backend_xnnpack.so", "executorch/lib/libexecutorch_kernels_optimized.so")
+    add = {member: empty_library(member.rsplit("/", 1)[-1], tmp_path / "cc") for member in members}
+    out = _row_of(rewrite_wheel(declared_x86_64, tmp_path / "mutant", add=add), tmp_path)
+    consumer = r"the C\+\+ consumer \(Module\(model\.pte, model\.ptd\)\)"
+    assert re.search(rf"^FAIL C\+\+ consumer with data file: {consumer} at method load: Module::load_method\(forward\) "
+                     r"returned error 0x20 \[NotFound \(0x20\)\]$", out, re.M), out
+    assert re.search(r"^SKIP C\+\+ consumer without data file: not judged: its twin did not pass, so a failure here proves "
+                     rf"nothing about the data file \(C\+\+ consumer with data file FAILed: {consumer} at method load", out, re.M), out
+    assert not re.search(r"^PASS (negative control|corrupt data file|C\+\+ consumer without)", out, re.M), out
+    assert re.search(r"^FAIL portable kernels: model\.pte \(6 operators, no delegate\): loading or running raised RuntimeError: "
+                     r"Failed to execute method forward, error: 0x14 \[OperatorMissing \(0x14\)\]: the program leaves 6 "
+                     r"operators outside its delegates: aten::add\.out, .*aten::slice_copy\.Tensor_out \(registered by "
+                     r"executorch::kernels_optimized, libexecutorch_kernels_optimized\.so\)$", out, re.M), out
+    assert re.search(r"^FAIL C\+\+ quantized kernels: .* at method load: Module::load_method\(forward\) returned error 0x14 "
+                     r"\[OperatorMissing \(0x14\)\]: the program leaves 4 operators outside its delegates: aten::addmm\.out, "
+                     r"aten::permute_copy\.out \(registered by executorch::kernels_optimized, libexecutorch_kernels_optimized\.so, "
+                     r"linked\); quantized_decomposed::", out, re.M), out
