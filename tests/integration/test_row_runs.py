@@ -53,7 +53,8 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
     assert re.search(r"PASS run with data file \(weighted\): loaded with model\.ptd, matched eager, max abs diff \S+ "
                      r"\(rtol 0.0001, atol 1e-05\)", out)
     # the controls, judged with their twins (issue 56): where each failed, and how
-    assert "PASS negative control (weighted, no data file): the load without model.ptd ended the process with SIGSEGV at method load, as expected" in out
+    assert ("PASS negative control (weighted, no data file): the load without model.ptd ended the process with SIGSEGV at "
+            "method load, as expected") in out
     assert ("PASS corrupt data file (weighted): a damaged model.ptd ended each load in a clean error: truncated (cut inside its "
             "table): InvalidExternalData (0x24) at program load; cut (its named data cut short, the header intact): "
             "InvalidExternalData (0x24) at program load\n") in out
