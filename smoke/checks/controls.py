@@ -79,7 +79,7 @@ def missing_operators(operators: list[str], linked: set[str] | None = None) -> s
             parts.append(f"{', '.join(ops)} (no library of the wheel's known to register them)")
             continue
         library = f"libexecutorch_{component}.so"
-        state = "" if linked is None else ", linked" if component in linked else ", not linked"
+        state = "" if linked is None else ", linked" if component in linked else ", which the wheel does not ship"
         parts.append(f"{', '.join(ops)} (registered by executorch::{component}, {library}{state})")
     return f"the program leaves {len(operators)} operators outside its delegates: " + "; ".join(parts)
 
