@@ -270,27 +270,29 @@ def another_models_weights(ctx):
     return _run_with(ctx, ctx.tmp / CPU_ROW.backend.data_file)
 
 
-def control_of(program: Path, workdir: Path, how: str = "started", data_file: Path | None = None,
-               case: str = "missing"):
-    """The negative control as the child runs it (``smoke.child.negative``: a process of its own, ``forked`` from this
-    one or ``started`` as an interpreter, sent the program) and the parent judges it (``smoke.checks.controls``), its
-    twin passed and eager's answer computed here; ``data_file``: a damaged copy, for the corrupt data file's cases."""
+def control_of(program: Path, workdir: Path, how: str = "started", damaged: dict[str, str] | None = None):
+    """A control as the child runs it (``smoke.child.negative``: a process of its own, ``forked`` from this one or
+    ``started`` as an interpreter, sent the program) and the parent judges it (``smoke.checks.controls``), its twin
+    passed and eager's answer computed here: the negative control, or with ``damaged`` (by case, a damaged copy of the
+    data file) the corrupt data file's."""
     from smoke import tensors
     from smoke.checks import controls
     from smoke.child import negative
     from smoke.child.models import models
     from smoke.readers.wheel import read_wheel
 
-    process = negative.fork_control(workdir, case) if how == "forked" else negative.start_control(workdir, case)
-    assert negative.send(process, program, data_file)
-    said = negative.collect(process, workdir, case)
+    said = {}
+    for case, ptd in (damaged or {negative.MISSING: None}).items():
+        process = negative.fork_control(workdir, case) if how == "forked" else negative.start_control(workdir, case)
+        assert negative.send(process, program, Path(ptd) if ptd else None)
+        said[case] = negative.collect(process, workdir, case)
     model, example = models()["weighted"]
     eager = tensors.decode(tensors.encode_all([model(*example).detach()]))
     rule = CPU_ROW.backend.missing_data(read_wheel(pypi_wheel("x86_64")).version)  # 1.5.1
     twin = passed(RUN.of("weighted"), "matched eager")
-    if case != "missing":
-        return controls.judge_corrupt({case: said}, twin, rule, CPU_ROW.backend.data_file, eager)
-    return controls.judge_missing(NEGATIVE.name, said, twin, rule, CPU_ROW.backend.data_file, eager)
+    if damaged:
+        return controls.judge_corrupt(said, twin, rule, CPU_ROW.backend.data_file, eager)
+    return controls.judge_missing(NEGATIVE.name, said[negative.MISSING], twin, rule, CPU_ROW.backend.data_file, eager)
 
 
 def weights_baked_into_the_program(ctx):
@@ -419,15 +421,15 @@ def test_the_real_export_passes_the_run_and_the_controls(request, tmp_path, monk
         (tmp_path / how).mkdir()
         control = control_of(pte, tmp_path / how, how)
         assert control.status is Status.PASS, control.line()
-        assert control.reason.startswith("the load without model.ptd ended the process with SIGSEGV at method load, as "
-                                         "expected"), control.line()
+        assert control.reason.startswith("the load without model.ptd ended the process with SIGSEGV at forward (the method's "
+                                         "load or its execute), as expected"), control.line()
     # the damaged copies end in a clean error at program load: 1.5.1's FlatTensorDataMap refuses them
     from smoke.checks.controls import write_damaged
 
     damaged = write_damaged(ctx.exported["weighted"] / "model.ptd", tmp_path / "damaged")
     assert sorted(damaged) == ["cut", "truncated"]
-    for case, path in damaged.items():
-        (tmp_path / case).mkdir()
-        found = control_of(pte, tmp_path / case, data_file=Path(path), case=case)
-        assert found.status is Status.PASS, found.line()
-        assert f"{case} (" in found.reason and "InvalidExternalData (0x24) at program load" in found.reason, found.line()
+    found = control_of(pte, tmp_path, damaged=damaged)
+    assert found.status is Status.PASS, found.line()
+    assert found.reason == ("a damaged model.ptd ended each load in a clean error: truncated (cut inside its table): "
+                            "InvalidExternalData (0x24) at program load; cut (its named data cut short, the header intact): "
+                            "InvalidExternalData (0x24) at program load"), found.line()

@@ -7,7 +7,8 @@ the same run: its twin (``smoke.stages.CONTROLS``). Where the twin did not PASS,
 twin's failure, never a PASS: the same error both ways (a missing operator, say) proves nothing about the data file.
 
 What the control's process said (``said``): the stage it reached (``program load``, ``method load``, ``execute``;
-``load`` where the binding does both in one call), and how it ended there: ``error`` (the runtime's message, whose
+``forward`` where the Python binding's one call loads the method and executes it and nothing says which), and how
+it ended there: ``error`` (the runtime's message, whose
 code ``error_name`` names), ``signal``, or ``outputs``. What failing means is the delegate's rule for the release
 (``smoke.stages.MissingData``, from its backend's ``missing_data``): CUDA from executorch#22311 on must fail the load
 with NotFound; before it a crash at the first execute is a WARN naming the fix; XNNPACK's runtime crashes at method
@@ -42,7 +43,7 @@ _CODE = re.compile(r"\berror:? 0x:?([0-9a-fA-F]{1,8})\b")
 # executorch::kernels_optimized); kernels/quantized/quantized.yaml the quantized_decomposed ones.
 OPERATOR_COMPONENTS = {"aten": "kernels_optimized", "et_copy": "kernels_optimized", "dim_order_ops": "kernels_optimized",
                        "quantized_decomposed": "kernels_quantized"}
-STAGES = ("program load", "method load", "load", "execute")
+STAGES = ("program load", "method load", "forward", "execute")
 CASES = {"truncated": "cut inside its table", "cut": "its named data cut short, the header intact"}
 
 
@@ -86,6 +87,8 @@ def missing_operators(operators: list[str], linked: set[str] | None = None) -> s
 
 def stage_of(said: dict[str, Any]) -> str:
     stage = said.get("stage")
+    if stage == "forward":
+        return "forward (the method's load or its execute)"
     return stage if stage in STAGES else "an unknown stage"
 
 
@@ -134,7 +137,7 @@ def judge_missing(name: str, said: dict[str, Any], twin: CheckResult | None, rul
         error = str(said["error"])
         measured.update(outcome="error", error=error, error_name=error_name(error))
         found = error_name(error).split(" (")[0]
-        if rule.load_error and stage_of(said) == "execute":
+        if rule.load_error and said.get("stage") == "execute":
             return failed(name, f"loaded without {data_file}, then failed at execute ({_ended(said)}): this release must "
                                 f"fail the load with {rule.load_error} ({rule.source})", **measured)
         if rule.load_error and found != rule.load_error:

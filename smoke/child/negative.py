@@ -2,12 +2,11 @@
 damaged copy of it (``corrupt data file``: the parent writes the copies, ``smoke.checks.controls.write_damaged``),
 each in a process of its own.
 
-Each process reads one line on its fd 0, ``PROGRAM<TAB>DATA_FILE`` (``-``: none), loads the program step by step
-(program, then method, then execute: the runtime's own ``_load_program``; where the release's binding takes no data
-file there, ``_load_for_executorch`` and ``forward``, said as ``load`` and ``execute``), writing the stage it has
-reached to ``control-CASE.stage`` before each, and its end to ``control-CASE.json``: the error, or the outputs. A
-crash leaves the stage file naming where it came. The parent judges (``smoke.checks.controls``): what each control
-proves only holds where its twin, the program with its data file, ran and matched eager.
+Each process reads one line on its fd 0, ``PROGRAM<TAB>DATA_FILE`` (``-``: none), loads and runs the program as
+its twin does (``run_stages``), writing the stage it has reached to ``control-CASE.stage`` before each, and its end to
+``control-CASE.json``: the error, or the outputs. A crash leaves the stage file naming where it came. The parent
+judges (``smoke.checks.controls``): what each control proves only holds where its twin, the program with its data
+file, ran and matched eager.
 
 The processes are forks of the child made after its imports (``fork_control``), or, where no fork could be made,
 ``python -m smoke.child.negative CASE WORKDIR``, started early (``start_control``).
@@ -102,9 +101,24 @@ def _stage(path: Path) -> str:
         return "start"
 
 
+def stage_of_error(message: str) -> str:
+    """Where the binding's ``forward`` failed, from its own words: "Failed to load method forward" (method load),
+    "Failed to execute method", "method->execute() failed" (execute); else the whole call."""
+    lowered = message.lower()
+    if "load method" in lowered or "load_method" in lowered:
+        return "method load"
+    if "execute" in lowered:
+        return "execute"
+    return "forward"
+
+
 def run_stages(pte: str, ptd: str | None, example, stage_file: Path) -> dict[str, Any]:
-    """Load and run the program, writing each stage to ``stage_file`` before it begins: its outputs, or the error and
-    the stage where it came."""
+    """Load and run the program as ``run with data file`` (its twin) does, ``_load_for_executorch`` and ``forward``, so
+    that the two differ by the data file alone (the runtime's ``_load_program`` path gave main's CUDA build another
+    error, with or without its data file, measured on the H200), writing each stage to ``stage_file`` before it
+    begins: ``program load`` (the module, and its program and data file read through ``method_meta``), then
+    ``forward`` (the method's load and its execute, one call in the binding; an error names which). Its outputs, or
+    the error and the stage where it came."""
     from executorch.extension.pybindings import portable_lib
 
     def at(stage: str) -> str:
@@ -113,23 +127,17 @@ def run_stages(pte: str, ptd: str | None, example, stage_file: Path) -> dict[str
 
     stage = at("program load")
     try:
-        try:
-            program = (portable_lib._load_program(pte, data_path=ptd) if ptd is not None
-                       else portable_lib._load_program(pte))
-        except TypeError:  # a binding whose _load_program takes no data file (1.2.0): the module's one call
-            stage = at("load")
-            module = portable_lib._load_for_executorch(pte, data_path=ptd)
-            stage = at("execute")
-            outputs = module.forward(tuple(example))
-        else:
-            stage = at("method load")
-            method = program.load_method("forward")
-            stage = at("execute")
-            outputs = method.call(tuple(example))
+        module = (portable_lib._load_for_executorch(pte, data_path=ptd) if ptd is not None
+                  else portable_lib._load_for_executorch(pte))
+        if hasattr(module, "method_meta"):
+            module.method_meta("forward")
+        stage = at("forward")
+        outputs = module.forward(tuple(example))
     except Exception as exc:  # the expected outcome: said as data, with its stage
-        return {"stage": stage, "error": one_line(exc)}
-    return {"stage": stage, "outputs": tensors.encode_all([o.detach().cpu() if hasattr(o, "detach") else o
-                                                           for o in outputs])}
+        message = one_line(exc)
+        return {"stage": stage_of_error(message) if stage == "forward" else stage, "error": message}
+    return {"stage": "execute", "outputs": tensors.encode_all([o.detach().cpu() if hasattr(o, "detach") else o
+                                                               for o in outputs])}
 
 
 def control_main(case: str, workdir: Path) -> int:
