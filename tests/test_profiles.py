@@ -79,3 +79,10 @@ def test_the_tests_session_runs_on_the_interpreter_that_runs_nox(tmp_path):
 
     tests = [s for s in json.loads(listed.stdout) if s["session"] == "tests"]
     assert len(tests) == 1 and tests[0]["python"] is None, tests
+
+
+def test_every_integration_test_is_slow_so_the_fast_tier_leaves_the_folder_out():
+    """The fast tier does not run tests/integration (noxfile: its run ended "no tests ran"): it holds no fast test."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "-m", "not slow", "tests/integration"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 5, out.stdout[-3000:]  # pytest's "no tests collected"
