@@ -82,7 +82,14 @@ def missing_operators(operators: list[str], linked: set[str] | None = None) -> s
         library = f"libexecutorch_{component}.so"
         state = "" if linked is None else ", linked" if component in linked else ", which the wheel does not ship"
         parts.append(f"{', '.join(ops)} (registered by executorch::{component}, {library}{state})")
-    return f"the program leaves {len(operators)} operators outside its delegates: " + "; ".join(parts)
+    said = f"the program leaves {len(operators)} operators outside its delegates: " + "; ".join(parts)
+    if linked is not None and any(component and component not in linked for component in by):
+        # The build's finding, not the consumer's: upstream's wheel ships the merged CPU kernels wherever its build
+        # makes them (setup.py, EXECUTORCH_BUILD_KERNELS_OPTIMIZED, on in tools/cmake/preset/pybind.cmake), and its
+        # own CUDA consumer links them (.ci/scripts/wheel/test_cuda_windows.py: runtime, kernels_optimized, backend_cuda).
+        said += ("; the wheel's C++ SDK cannot run a program its own exporter writes: upstream's wheel ships "
+                 "executorch::kernels_optimized (setup.py, with the pybind preset's EXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON)")
+    return said
 
 
 def stage_of(said: dict[str, Any]) -> str:
