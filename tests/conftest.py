@@ -79,6 +79,51 @@ def slim_x86_64(wheel_x86_64, tmp_path_factory) -> Path:
     return rewrite_wheel(wheel_x86_64, tmp_path_factory.mktemp("slim"), keep=keep)
 
 
+# One row run per wheel and options (issue 57): a test that asserts on a row's output, report or environment reads the
+# run an earlier test made for the same wheel with the same options, instead of running it again. The tests that take
+# it are in one xdist group (ROW_RUNS_GROUP: `--dist loadgroup` gives them to one worker, in turn), so the environment
+# is never used by two runs at once; the run is made by the first that asks, and its folder removed at the session's end.
+ROW_RUNS_GROUP = "row-runs"
+
+
+class RowRuns:
+    """The row runs made in this session, by (the gate's source, the wheel's sha256, the row, the options)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.made = root, {}
+
+    def get(self, wheel: Path, row: str = "cpu_x86_64", *options: str):
+        from tests.helpers import REPO, gate_source_digest, nox, sha256_of
+
+        key = (gate_source_digest(), sha256_of(wheel), row, options)
+        if key not in self.made:
+            folder = self.root / f"run-{len(self.made)}"
+            folder.mkdir()
+            env_dir, reports = folder / "env", folder / "reports"
+            proc = nox("-s", row, "--", str(wheel), "--env-dir", str(env_dir), "--report-dir", str(reports), *options,
+                       cwd=REPO)
+            self.made[key] = RowRun(proc, env_dir, reports / f"{row}.json")
+        return self.made[key]
+
+
+class RowRun:
+    def __init__(self, proc, env_dir: Path, report: Path) -> None:
+        self.proc, self.env_dir, self.report = proc, env_dir, report
+
+
+@pytest.fixture(scope="session")
+def row_runs(tmp_path_factory):
+    made = tmp_path_factory.mktemp("row-runs")
+    yield RowRuns(made)
+    shutil.rmtree(made, ignore_errors=True)  # environments of several GB each
+
+
+@pytest.fixture(scope="session")
+def declared_row(row_runs, declared_x86_64) -> RowRun:
+    """The CPU row on PyPI's 1.5.1 with torch declared, default options: it PASSes (tests/integration/test_row_runs.py)."""
+    return row_runs.get(declared_x86_64)
+
+
 @pytest.fixture
 def copy_artifacts(tmp_path):
     def copy(folder: Path) -> Path:

@@ -698,3 +698,24 @@ def examples(count: int) -> int:
     ``count`` the test names, ``ci`` and ``quick`` at most their profile's ``max_examples``. The count is a setting of the
     run, not of the test; what each example asserts is the same in every profile."""
     return max(1, min(count, settings().max_examples))
+
+
+@functools.cache
+def gate_source_digest() -> str:
+    """The gate's own source (smoke/ and constraints/), hashed: what a row run made by it is of."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted([*(REPO / "smoke").rglob("*.py"), *(REPO / "smoke").rglob("*.json"), *(REPO / "constraints").iterdir()]):
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -13,6 +13,7 @@ import pytest
 from smoke import options as opts
 from smoke.environment import build as environment
 from smoke.readers.wheel import probe_interpreter, read_wheel
+from tests.conftest import ROW_RUNS_GROUP
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -68,30 +69,33 @@ def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_an
     assert (env_dir / environment.STAMP).is_file()
 
 
+def _installed(python: Path) -> dict[str, tuple[str, str]]:
+    """Each distribution of an environment: its version, and the tool its INSTALLER names."""
+    out = subprocess.run([str(python), "-c", "import importlib.metadata as m, json; print(json.dumps(sorted("
+                          "[d.metadata['Name'].lower(), d.version, (d.read_text('INSTALLER') or '').strip()] "
+                          "for d in m.distributions())))"], capture_output=True, text=True, check=True)
+    return {name: (version, tool) for name, version, tool in json.loads(out.stdout)}
+
+
 @pytest.mark.slow
-def test_uv_and_pip_install_the_same_versions(declared_x86_64, tmp_path):
+@pytest.mark.xdist_group(ROW_RUNS_GROUP)
+def test_uv_and_pip_install_the_same_versions(declared_row, declared_x86_64, tmp_path):
     """The same wheel through both backends, from the same configured sources: the same distributions and
-    versions, each environment's INSTALLER naming the tool that filled it."""
+    versions, each environment's INSTALLER naming the tool that filled it. The uv one is the row run's own (the
+    default backend, where uv is found: tests/conftest.py, declared_row), built once for every test of that wheel."""
     pytest.importorskip("uv")
     from smoke import options as opts
     from smoke.readers import pairing
     from smoke.readers.wheel import probe_interpreter, read_wheel
 
+    assert "installing with uv (" in declared_row.proc.stdout, declared_row.proc.stdout
+    uv = _installed(declared_row.env_dir / "bin" / "python")
     wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
-    found = {}
-    for backend in ("uv", "virtualenv"):
-        options = environment.EnvOptions(env_dir=tmp_path / backend, constraints=pairing.constraints_for(wheel, None),
-                                         **{**opts.for_environment(opts.Options()), "venv_backend": backend})
-        said: list[str] = []
-        with environment.built(wheel, interpreter, options, said.append) as env:
-            out = subprocess.run([env.python, "-c", "import importlib.metadata as m, json; print(json.dumps(sorted("
-                                  "[d.metadata['Name'].lower(), d.version, (d.read_text('INSTALLER') or '').strip()] "
-                                  "for d in m.distributions())))"], capture_output=True, text=True, check=True)
-        found[backend] = {name: (version, tool) for name, version, tool in json.loads(out.stdout)}
-        shutil.rmtree(options.env_dir)  # one environment of several GB on the disk at a time
-        if backend == "uv":
-            assert any(line.startswith("installing with uv (") for line in said), said
-    uv, pip = found["uv"], found["virtualenv"]
+    options = environment.EnvOptions(env_dir=tmp_path / "virtualenv", constraints=pairing.constraints_for(wheel, None),
+                                     **{**opts.for_environment(opts.Options()), "venv_backend": "virtualenv"})
+    with environment.built(wheel, interpreter, options, [].append) as env:
+        pip = _installed(Path(env.python))
+    shutil.rmtree(options.env_dir)  # several GB
     seeds = {"pip", "setuptools", "wheel"}  # what each tool seeds a new environment with, not what it installed
     assert {n: v for n, (v, _) in uv.items() if n not in seeds} == {n: v for n, (v, _) in pip.items() if n not in seeds}
     assert uv["torch"][1] == "uv" and uv["executorch"][1] == "uv"
@@ -99,7 +103,9 @@ def test_uv_and_pip_install_the_same_versions(declared_x86_64, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_gate_killed_with_sigkill_while_the_child_works_leaves_no_helper_running_or_writing(declared_x86_64, tmp_path):
+@pytest.mark.xdist_group(ROW_RUNS_GROUP)
+def test_a_gate_killed_with_sigkill_while_the_child_works_leaves_no_helper_running_or_writing(declared_row, declared_x86_64,
+                                                                                              tmp_path):
     """Issue 48: killed 3 s after its child started, the gate left 2 to 4 of the child's helpers (the extension
     modules' interpreter, the library loads' forks) re-parented to init, writing into the work folder after its lock
     was gone. Every process of the environment ends with the gate (its warden, smoke.proc), and nothing is written
@@ -111,10 +117,10 @@ def test_a_gate_killed_with_sigkill_while_the_child_works_leaves_no_helper_runni
 
     from tests.helpers import REPO
 
-    env_dir, work, out = tmp_path / "env", tmp_path / "work", tmp_path / "gate.out"
+    # the environment of the wheel's one row run (tests/conftest.py, declared_row), which PASSed
+    env_dir, work, out = declared_row.env_dir, tmp_path / "work", tmp_path / "gate.out"
+    assert "cpu_x86_64: PASSED" in declared_row.proc.stdout, declared_row.proc.stdout + declared_row.proc.stderr
     args = [sys.executable, "-m", "smoke", "cpu_x86_64", str(declared_x86_64), "--env-dir", str(env_dir)]
-    built = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert "cpu_x86_64: PASSED" in built.stdout, built.stdout + built.stderr
     with out.open("w") as handle:
         gate = subprocess.Popen([*args, "--reuse-env", "--workdir", str(work)], cwd=REPO, stdout=handle, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300

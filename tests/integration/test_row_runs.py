@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -14,31 +13,30 @@ import pytest
 
 from smoke.checks.pipeline import result_names
 from smoke.rows import ROWS
+from tests.conftest import ROW_RUNS_GROUP
 from tests.helpers import child_row, nox
 
 CPU_CHECKS = len(result_names(ROWS["cpu_x86_64"]))  # every check the row declares
 
-pytestmark = [pytest.mark.slow, pytest.mark.network]
+# The tests that read the one row run of the declared wheel (tests/conftest.py, declared_row) run in its group, in turn.
+pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.xdist_group(ROW_RUNS_GROUP)]
 
 
 @pytest.fixture(scope="module")
-def env_dir(tmp_path_factory):
-    """The rows' environment, shared by this file's tests, and removed after them (about 6 GB with a CUDA torch)."""
-    made = tmp_path_factory.mktemp("gate-env")
-    yield made / "env"
-    shutil.rmtree(made, ignore_errors=True)
+def env_dir(declared_row):
+    """The rows' environment: the shared run's (about 6 GB with a CUDA torch), removed at the session's end."""
+    return declared_row.env_dir
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    return tmp_path_factory.mktemp("reports")
+def reports(declared_row):
+    return declared_row.report.parent
 
 
 @pytest.fixture(scope="module")
-def cpu_run(declared_x86_64, env_dir, reports):
-    proc = nox("-s", "cpu_x86_64", "--", str(declared_x86_64), "--env-dir", str(env_dir), "--report-dir", str(reports))
-    print(proc.stdout, proc.stderr)
-    return proc, reports / "cpu_x86_64.json"
+def cpu_run(declared_row):
+    print(declared_row.proc.stdout, declared_row.proc.stderr)
+    return declared_row.proc, declared_row.report
 
 
 def test_cpu_row_passes_on_the_public_wheel(cpu_run):
