@@ -173,6 +173,8 @@ def pytest_arguments(given: list[str]) -> list[str]:
         args = ["-n", "auto", "--dist", "loadgroup", *args]
     if not any(arg.startswith("--hypothesis-profile") for arg in given):
         args = [f"--hypothesis-profile={'quick' if _fast_tier(given) else 'ci'}", *args]
+    if not any(arg.startswith("--durations") for arg in given):  # the slowest, said at the end of each run (issue 57)
+        args = [*args, "--durations=20"]
     return args
 
 
