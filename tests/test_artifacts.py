@@ -11,7 +11,7 @@ import pytest
 
 from smoke import artifacts
 from smoke.artifacts import ArtifactError, read_data_file, read_program
-from tests.helpers import CPU, H200, H200_MAIN
+from tests.helpers import CPU, H200, H200_MAIN, examples
 
 
 @pytest.mark.parametrize(
@@ -157,14 +157,14 @@ def _apply(data: bytes, mutation) -> bytes:
 PEAK_BYTES = 64 * 1024 * 1024  # the largest file here is 2.3 MB
 
 
-def _read_mutants(tmp_path, source: Path, examples: int) -> None:
+def _read_mutants(tmp_path, source: Path, count: int) -> None:
     from hypothesis import HealthCheck, given, settings
 
     data = source.read_bytes()
     target = tmp_path / source.name
     slowest = [0.0]
 
-    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(count), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(len(data)))
     def read(mutation):
         target.write_bytes(_apply(data, mutation))

@@ -277,7 +277,8 @@ work = Path(sys.argv[1])
 imports = extensions.start_extensions_process(work, alone_only=True)
 forked = run.Forks()
 run.fork_after_imports(work, forked)
-proc.end(forked.negative)
+for control in forked.controls.values():
+    proc.end(control)
 modules, together = forked.together
 together.wait(120)
 ended = together.poll() is not None and together.log.stat().st_size > 0

@@ -50,7 +50,7 @@ from smoke import proc
 from smoke.child import run
 forked = run.Forks()
 run.fork_after_imports(work, forked)
-print(type(forked.negative).__name__)
+print(*sorted({type(c).__name__ for c in forked.controls.values()}), len(forked.controls))
 for process in forked.processes():
     proc.end(process)
 """
@@ -83,11 +83,11 @@ def test_a_driver_that_ran_cuinit_is_initialised(tmp_path, answer):
 @pytest.mark.parametrize(("answer", "made"), [(forks.CUDA_ERROR_NOT_INITIALIZED, "Forked"), (0, "Popen")],
                          ids=["driver-not-initialised", "driver-initialised"])
 def test_the_child_forks_its_negative_control_only_while_the_driver_is_not_initialised(tmp_path, answer, made):
-    """Initialised, no fork is made: the control is an interpreter of its own, started at once (it imports torch and
+    """Initialised, no fork is made: each control is an interpreter of its own, started at once (it imports torch and
     the runtime while the exports run)."""
     work = tmp_path / "work"
     work.mkdir()
     ran = subprocess.run([sys.executable, "-c", AFTER_IMPORTS, str(work), str(_driver(tmp_path, answer))], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.strip().splitlines()[-1] == made
+    assert ran.stdout.strip().splitlines()[-1] == f"{made} 3"  # the controls: no data file, and two damaged ones

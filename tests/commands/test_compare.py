@@ -575,11 +575,12 @@ def test_an_infinity_is_close_only_to_itself(old, new):
 @pytest.mark.slow
 def test_summary_of_a_folder_holding_compare_and_inspect_reports_leaves_them_out(same_twice, declared_x86_64):
     """Issue 48: inspect and compare --report-dir into one folder, then summary of it: compare's report is not a
-    row's and is left out, as inspect's is (it was one ERROR, 'has report schema 1 ... rerun that row', exit 2). The
-    rows this folder lacks are then named as missing: a FAIL of the release, not an error of the gate."""
+    row's and is left out, as inspect's is (it was one ERROR, 'has report schema 1 ... rerun that row', exit 2). With
+    no row's report left, there is nothing to judge: one ERROR saying so (issue 56; it said the release FAILED)."""
     reports = same_twice[3]
     inspected = smoke("inspect", declared_x86_64, "--report-dir", reports)
     assert inspected.returncode == 0 and (reports / "inspect-cpu_x86_64.json").is_file(), inspected.stdout + inspected.stderr
     proc = smoke("summary", reports, "--release", "cpu")
-    assert proc.returncode == 1 and "ERROR" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    assert "FAIL cpu_x86_64: no report (the cpu release needs this row)" in proc.stdout
+    assert proc.returncode == 2 and "report schema" not in proc.stderr, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"ERROR reports folder {str(reports)!r} holds no row report (2 other JSON files): nothing "
+                                  "to judge"), proc.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from smoke.backends import Xnnpack
 from smoke.checks import cppsdk
 from smoke.environment import consumer, loaderenv
 from smoke.readers.wheel import read_wheel
@@ -58,7 +59,8 @@ def _runs(built: consumer.Built, folder: Path, tmp_path: Path):
     consumer.write_inputs(given, inputs["weighted"])
     with_data = cppsdk.judge_with(consumer.run(built.binary, folder / "model.pte", folder / "model.ptd", given, ENV), "model.ptd",
                                   eager["weighted"], built.said)
-    without = cppsdk.judge_without(consumer.run(built.binary, folder / "model.pte", None, given, ENV), "model.ptd", eager["weighted"])
+    without = cppsdk.judge_without(consumer.run(built.binary, folder / "model.pte", None, given, ENV), "model.ptd", eager["weighted"],
+                                   with_data, Xnnpack.missing_data(None))
     return with_data, without
 
 
@@ -218,5 +220,5 @@ def test_the_quantized_kernels_component_runs_the_quantized_program_and_an_empti
     assert emptied.binary is not None, emptied.said  # it links: the library is there, with nothing in it
     bad = cppsdk.judge_quantized(consumer.run(emptied.binary, pte, None, given, ENV), eager)
     assert bad.status is Status.FAIL
-    assert bad.reason.startswith("the C++ consumer (executorch::kernels_quantized linked, Module(quantized model.pte)): "
-                                 "Module::"), bad.reason
+    assert bad.reason.startswith("the C++ consumer (executorch::kernels_quantized linked, Module(quantized model.pte)) at "
+                                 "method load: Module::load_method(forward) returned error 0x14 [OperatorMissing (0x14)]"), bad.reason

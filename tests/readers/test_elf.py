@@ -246,12 +246,12 @@ PEAK_BYTES = 64 * 1024 * 1024
 EXAMPLE_SECONDS = 5.0
 
 
-def _read_mutants(data: bytes, path: str, examples: int) -> None:
+def _read_mutants(data: bytes, path: str, count: int) -> None:
     from hypothesis import HealthCheck, given, settings
 
     slowest = [0.0]
 
-    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(count), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(data))
     def read(mutation):
         mutated = _apply(data, mutation)
@@ -288,7 +288,7 @@ def test_thousands_of_mutated_libraries_are_read_or_refused_as_elf_error(slim_x8
         _read_mutants(archive.read(member), member, 2500)
 
 
-def _judge_one_file_wheels(slim_x86_64, tmp_path, examples: int) -> None:
+def _judge_one_file_wheels(slim_x86_64, tmp_path, count: int) -> None:
     """The wheel's entry point: the mutant as the only library of a wheel, through ``shipped.read_libraries``
     and every file check of the CPU row."""
     from hypothesis import HealthCheck, given, settings
@@ -298,7 +298,7 @@ def _judge_one_file_wheels(slim_x86_64, tmp_path, examples: int) -> None:
     checks = pipeline.file_checks(CPU_ROW)
     counter = iter(range(10**9))
 
-    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(count), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(data))
     def judge(mutation):
         folder = tmp_path / str(next(counter))

@@ -14,6 +14,7 @@ from smoke.readers import macho, pe
 from tests.helpers import (
     C_EXT,
     add_rpath,
+    examples,
     fat_hot_ranges,
     fat_seed,
     hot_mutations,
@@ -56,12 +57,12 @@ def _judge(data: bytes, head: bytes) -> None:
     macho.is_macho(head[:8]), pe.is_pe(head)
 
 
-def _property(examples: int):
+def _property(count: int):
     dylib, exe = _seed()
     sources = st.one_of(_mutations(dylib[:65536]), _mutations(exe[:65536]), st.binary(max_size=512),
                         st.binary(max_size=64).map(lambda b: b"\xcf\xfa\xed\xfe" + b), st.binary(max_size=256).map(lambda b: b"MZ" + b))
 
-    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(count), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(sources)
     def check(data):
         tracemalloc.start()
@@ -103,8 +104,8 @@ def hostile_fat_and_pe():
                      st.binary(max_size=256).map(lambda b: b"\xca\xfe\xba\xbe\x00\x00\x00\x02" + b))
 
 
-def _fat_and_pe_property(examples: int):
-    @settings(max_examples=examples(examples), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+def _fat_and_pe_property(count: int):
+    @settings(max_examples=examples(count), deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(hostile_fat_and_pe())
     def check(data):
         _judge(data, data[:pe.PE_HEAD_SIZE])
