@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -80,42 +81,77 @@ def slim_x86_64(wheel_x86_64, tmp_path_factory) -> Path:
 
 
 # One row run per wheel and options (issue 57): a test that asserts on a row's output, report or environment reads the
-# run an earlier test made for the same wheel with the same options, instead of running it again. The tests that take
-# it are in one xdist group (ROW_RUNS_GROUP: `--dist loadgroup` gives them to one worker, in turn), so the environment
-# is never used by two runs at once; the run is made by the first that asks, and its folder removed at the session's end.
-ROW_RUNS_GROUP = "row-runs"
-
-
-class RowRuns:
-    """The row runs made in this session, by (the gate's source, the wheel's sha256, the row, the options)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root, self.made = root, {}
-
-    def get(self, wheel: Path, row: str = "cpu_x86_64", *options: str):
-        from tests.helpers import REPO, gate_source_digest, nox, sha256_of
-
-        key = (gate_source_digest(), sha256_of(wheel), row, options)
-        if key not in self.made:
-            folder = self.root / f"run-{len(self.made)}"
-            folder.mkdir()
-            env_dir, reports = folder / "env", folder / "reports"
-            proc = nox("-s", row, "--", str(wheel), "--env-dir", str(env_dir), "--report-dir", str(reports), *options,
-                       cwd=REPO)
-            self.made[key] = RowRun(proc, env_dir, reports / f"{row}.json")
-        return self.made[key]
+# run an earlier test made for the same wheel with the same options, instead of running it again. The run is made once
+# for the whole session, whichever xdist worker asks first (pytest-xdist's documented recipe for a session fixture run
+# once: a folder all workers share, the basetemp's parent, and a file lock), and kept as data (its exit code and output)
+# beside its environment and reports. A test that runs the gate on that environment again holds its lock
+# (``RowRun.using``): the gate refuses a second run in an environment in use. The folder is removed when the session ends.
+ROW_RUNS = "row-runs"
 
 
 class RowRun:
-    def __init__(self, proc, env_dir: Path, report: Path) -> None:
-        self.proc, self.env_dir, self.report = proc, env_dir, report
+    def __init__(self, folder: Path, said: dict) -> None:
+        import subprocess
+
+        self.folder, self.env_dir, self.report = folder, folder / "env", folder / "reports" / f"{said['row']}.json"
+        self.proc = subprocess.CompletedProcess(said["args"], said["returncode"], said["stdout"], said["stderr"])
+
+    @contextlib.contextmanager
+    def using(self):
+        """The environment, for a test that runs the gate in it again: one such test at a time, across workers."""
+        from filelock import FileLock
+
+        with FileLock(str(self.folder / "env.lock")):
+            yield self.env_dir
+
+
+class RowRuns:
+    """The row runs of this session, by (the gate's source, the wheel's sha256, the row, the options)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def get(self, wheel: Path, row: str = "cpu_x86_64", *options: str) -> RowRun:
+        import hashlib
+        import json
+
+        from filelock import FileLock
+
+        from tests.helpers import REPO, gate_source_digest, nox, sha256_of
+
+        key = json.dumps([gate_source_digest(), sha256_of(wheel), row, list(options)])
+        folder = self.root / hashlib.sha256(key.encode()).hexdigest()[:16]
+        folder.mkdir(parents=True, exist_ok=True)
+        said_file = folder / "run.json"
+        with FileLock(str(folder / "run.lock")):
+            if not said_file.is_file():
+                args = ["-s", row, "--", str(wheel), "--env-dir", str(folder / "env"), "--report-dir",
+                        str(folder / "reports"), *options]
+                proc = nox(*args, cwd=REPO)
+                said_file.write_text(json.dumps({"key": key, "row": row, "args": args, "returncode": proc.returncode,
+                                                 "stdout": proc.stdout, "stderr": proc.stderr}))
+        return RowRun(folder, json.loads(said_file.read_text()))
+
+
+def _row_runs_root(config) -> Path:
+    """The folder every process of the session shares: the controller's basetemp (a worker's is a folder in it)."""
+    base = config._tmp_path_factory.getbasetemp()
+    return (base.parent if hasattr(config, "workerinput") else base) / ROW_RUNS
 
 
 @pytest.fixture(scope="session")
-def row_runs(tmp_path_factory):
-    made = tmp_path_factory.mktemp("row-runs")
-    yield RowRuns(made)
-    shutil.rmtree(made, ignore_errors=True)  # environments of several GB each
+def row_runs(request) -> RowRuns:
+    return RowRuns(_row_runs_root(request.config))
+
+
+def pytest_sessionfinish(session):
+    # Once every worker has ended (the controller's session ends last; without xdist, the one session): the runs'
+    # environments are several GB each.
+    if not hasattr(session.config, "workerinput") and hasattr(session.config, "_tmp_path_factory"):
+        try:
+            shutil.rmtree(_row_runs_root(session.config), ignore_errors=True)
+        except (OSError, ValueError):
+            pass
 
 
 @pytest.fixture(scope="session")

@@ -482,9 +482,10 @@ def test_nox_from_another_folder_reads_relative_paths_there(tmp_path, session):
     args = {"summary": ["reports"], "compare": ["old.whl", "new.whl", "--static-only"]}[session]
     proc = nox("-s", session, "--", *args, cwd=tmp_path)
     out = proc.stdout + proc.stderr
-    # summary: the empty folder found, every row missing (exit 1), not "does not exist"; compare: the caller's old.whl
-    assert proc.returncode == {"summary": 1, "compare": 2}[session], out
-    assert {"summary": f"summary (all release, {tmp_path / 'reports'}): FAILED",
+    # summary: the empty folder found (not "does not exist"), with nothing to judge in it (issue 56); compare: the
+    # caller's old.whl
+    assert proc.returncode == 2, out
+    assert {"summary": f"ERROR reports folder {str(tmp_path / 'reports')!r} holds no row report: nothing to judge",
             "compare": f"ERROR OLD: wheel {str(tmp_path / 'old.whl')!r}"}[session] in out, out
 
 

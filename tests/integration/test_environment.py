@@ -13,7 +13,6 @@ import pytest
 from smoke import options as opts
 from smoke.environment import build as environment
 from smoke.readers.wheel import probe_interpreter, read_wheel
-from tests.conftest import ROW_RUNS_GROUP
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -78,7 +77,6 @@ def _installed(python: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group(ROW_RUNS_GROUP)
 def test_uv_and_pip_install_the_same_versions(declared_row, declared_x86_64, tmp_path):
     """The same wheel through both backends, from the same configured sources: the same distributions and
     versions, each environment's INSTALLER naming the tool that filled it. The uv one is the row run's own (the
@@ -103,13 +101,21 @@ def test_uv_and_pip_install_the_same_versions(declared_row, declared_x86_64, tmp
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group(ROW_RUNS_GROUP)
 def test_a_gate_killed_with_sigkill_while_the_child_works_leaves_no_helper_running_or_writing(declared_row, declared_x86_64,
                                                                                               tmp_path):
     """Issue 48: killed 3 s after its child started, the gate left 2 to 4 of the child's helpers (the extension
     modules' interpreter, the library loads' forks) re-parented to init, writing into the work folder after its lock
     was gone. Every process of the environment ends with the gate (its warden, smoke.proc), and nothing is written
     after the kill."""
+
+
+    # the environment of the wheel's one row run (tests/conftest.py, declared_row), which PASSed; this test's alone
+    assert "cpu_x86_64: PASSED" in declared_row.proc.stdout, declared_row.proc.stdout + declared_row.proc.stderr
+    with declared_row.using() as env_dir:
+        _kill_while_the_child_works(declared_x86_64, env_dir, tmp_path)
+
+
+def _kill_while_the_child_works(declared_x86_64, env_dir, tmp_path):
     import signal
     import subprocess
     import sys
@@ -117,9 +123,7 @@ def test_a_gate_killed_with_sigkill_while_the_child_works_leaves_no_helper_runni
 
     from tests.helpers import REPO
 
-    # the environment of the wheel's one row run (tests/conftest.py, declared_row), which PASSed
-    env_dir, work, out = declared_row.env_dir, tmp_path / "work", tmp_path / "gate.out"
-    assert "cpu_x86_64: PASSED" in declared_row.proc.stdout, declared_row.proc.stdout + declared_row.proc.stderr
+    work, out = tmp_path / "work", tmp_path / "gate.out"
     args = [sys.executable, "-m", "smoke", "cpu_x86_64", str(declared_x86_64), "--env-dir", str(env_dir)]
     with out.open("w") as handle:
         gate = subprocess.Popen([*args, "--reuse-env", "--workdir", str(work)], cwd=REPO, stdout=handle, stderr=subprocess.STDOUT)

@@ -13,19 +13,20 @@ import pytest
 
 from smoke.checks.pipeline import result_names
 from smoke.rows import ROWS
-from tests.conftest import ROW_RUNS_GROUP
 from tests.helpers import child_row, nox
 
 CPU_CHECKS = len(result_names(ROWS["cpu_x86_64"]))  # every check the row declares
 
-# The tests that read the one row run of the declared wheel (tests/conftest.py, declared_row) run in its group, in turn.
-pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.xdist_group(ROW_RUNS_GROUP)]
+# The tests here read the declared wheel's one row run of the session (tests/conftest.py, declared_row); those that run
+# the gate in its environment again hold it while they do (RowRun.using).
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def env_dir(declared_row):
-    """The rows' environment: the shared run's (about 6 GB with a CUDA torch), removed at the session's end."""
-    return declared_row.env_dir
+    """The rows' environment: the shared run's (about 6 GB with a CUDA torch), this test's alone while it runs."""
+    with declared_row.using() as env:
+        yield env
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_cpu_row_passes_on_the_public_wheel(cpu_run):
                      r"\(rtol 0.0001, atol 1e-05\)", out)
     # the controls, judged with their twins (issue 56): where each failed, and how
     assert ("PASS negative control (weighted, no data file): the load without model.ptd ended the process with SIGSEGV at "
-            "method load, as expected") in out
+            "forward (the method's load or its execute), as expected") in out
     assert ("PASS corrupt data file (weighted): a damaged model.ptd ended each load in a clean error: truncated (cut inside its "
             "table): InvalidExternalData (0x24) at program load; cut (its named data cut short, the header intact): "
             "InvalidExternalData (0x24) at program load\n") in out
