@@ -48,8 +48,9 @@ def test_json_output_holds_what_the_gate_judged(capsys):
     cuda_program, weightless, weighted, cpu_program, cpu_data, *pairings = records
     assert [p["missing"] for p in pairings] == [[], []]  # each program with the data file of its own folder
     assert cuda_program["plans"] == [{"name": "forward", "delegate_ids": ["CudaBackend"], "operators": [], "target_devices": []}]
-    assert weightless["blobs"] == [{"key": "forward_weights_blob", "size": 0, "all_zero": True}]
-    assert weighted["blobs"] == [{"key": "forward_weights_blob", "size": 128, "all_zero": False}]
+    # each blob where it starts in the file: after the 256 B the segments are aligned to (1.2.0's CUDA export, H200)
+    assert weightless["blobs"] == [{"key": "forward_weights_blob", "size": 0, "all_zero": True, "start": 256}]
+    assert weighted["blobs"] == [{"key": "forward_weights_blob", "size": 128, "all_zero": False, "start": 256}]
     assert weighted["segment_data_size"] == 128 and weighted["header_length"] == 40
     assert cpu_program["plans"][0]["delegate_ids"] == ["XnnpackBackend"]
     assert cpu_data["size"] == (CPU / "weighted" / "model.ptd").stat().st_size
