@@ -117,9 +117,10 @@ class RowRuns:
 
         from filelock import FileLock
 
-        from tests.helpers import REPO, gate_source_digest, nox, sha256_of
+        from smoke.readers.wheel import _sha256
+        from tests.helpers import REPO, gate_source_digest, nox
 
-        key = json.dumps([gate_source_digest(), sha256_of(wheel), row, list(options)])
+        key = json.dumps([gate_source_digest(), _sha256(wheel), row, list(options)])
         folder = self.root / hashlib.sha256(key.encode()).hexdigest()[:16]
         folder.mkdir(parents=True, exist_ok=True)
         said_file = folder / "run.json"

@@ -30,8 +30,6 @@ MISSING = "missing"  # the negative control's case: no data file
 DAMAGED = ("truncated", "cut")  # the corrupt data file's cases (smoke.checks.controls.CASES)
 CASES = (MISSING, *DAMAGED)
 
-Control = "subprocess.Popen | forks.Forked"
-
 
 def files(workdir: Path, case: str) -> tuple[Path, Path]:
     """Where the control of ``case`` writes its end and its stage."""
