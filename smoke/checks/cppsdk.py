@@ -51,14 +51,18 @@ def skip_both(why: str) -> list[CheckResult]:
     return [skipped(check.name, why) for check in CPP_CHECKS]
 
 
-def judge_headers(count: int, failures: tuple[str, ...], unjudged: tuple[tuple[str, str], ...]) -> CheckResult:
-    """Every installed header compiles alone (``smoke.environment.consumer.headers_alone``)."""
+def judge_headers(count: int, failures: tuple[str, ...], unjudged: tuple[tuple[str, str], ...],
+                  earlier: str | None = None) -> CheckResult:
+    """Every installed header compiles alone (``smoke.environment.consumer.headers_alone``); ``earlier``: the verdict
+    was an earlier run's on the same headers and compiler, kept there (``consumer.kept_headers``), and the line says so."""
     name = CPP_HEADERS.name
     needs = sorted({need for _, need in unjudged})
     aside = (f"; {len(unjudged)} not judged here: they include {', '.join(needs[:3])}"
              f"{f' (and {len(needs) - 3} more)' if len(needs) > 3 else ''}, which the wheel does not ship and this "
              f"machine lacks" if unjudged else "")
-    measured = {"headers": count, "failures": list(failures), "unjudged": [list(pair) for pair in unjudged]}
+    measured = {"headers": count, "failures": list(failures), "unjudged": [list(pair) for pair in unjudged], "kept": earlier}
+    if earlier is not None:
+        aside += f"; the verdict of an earlier run of the same headers and compiler, kept in {earlier}"
     if failures:
         return failed(name, f"{len(failures)} of {count} headers do not compile alone: {'; '.join(failures[:3])}"
                             f"{f' (and {len(failures) - 3} more)' if len(failures) > 3 else ''}{aside}", **measured)

@@ -537,7 +537,8 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
     data_file = context.row.backend.data_file
     program = cppsdk.weighted_program(workdir, data_file)
     made = sdk.built(consumer.BUILD_SECONDS * 2)
-    headers = (cppsdk.judge_headers(made.headers.count, made.headers.failures, made.headers.unjudged) if made.headers
+    headers = (cppsdk.judge_headers(made.headers.count, made.headers.failures, made.headers.unjudged,
+                                         made.headers.earlier) if made.headers
                else skipped(stages.CPP_HEADERS.name, f"not run: {made.said}"))
     runs = (stages.CPP_RUN, stages.CPP_NEGATIVE, stages.CPP_DEPLOYED, stages.CPP_CORE, stages.CPP_QUANTIZED)
     if made.binary is None:

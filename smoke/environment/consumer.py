@@ -12,6 +12,13 @@ weights are in its data file, which is what the runners that ship ``aoti_cuda_bl
 
 The consumer is built beside the child's exports (``start``), once per environment: the build folder is kept in the
 environment's folder, keyed by the wheel's sha256 and the row, so a warm run only runs it.
+
+The headers compiled alone (``headers_alone``, 117 compiles of 1.5.1's, about 23 CPU-seconds here) are a function of
+the bytes under ``executorch/include``, the compiler and the compile's variables, and nothing of the environment: a
+verdict with no failure is kept in ``.gate/cpp-headers/KEY.json``, KEY the sha256 of all of those (``headers_key``),
+and a later run of the same headers and compiler, in any environment, takes it, saying so in its line. It is looked
+up before the child starts (``Consumer.__init__``), so the wheel's code of that run cannot have written it. A failure
+is never kept: it is compiled anew, its message naming the run's own paths.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from smoke import proc
+from smoke import paths, proc
 from smoke.errors import GateError
 from smoke.readers.wheel import Wheel
 
@@ -269,6 +276,7 @@ class Headers:
     # (header, the header it needs that neither the wheel nor this machine has): needs outside the wheel's own
     # folders (a CUDA toolkit's cuda_runtime.h, say), which this machine cannot judge
     unjudged: tuple[tuple[str, str], ...] = ()
+    earlier: str | None = None  # where the verdict was kept by an earlier run of the same headers and compiler (KEPT)
 
 
 @dataclass(frozen=True)
@@ -376,6 +384,105 @@ def headers_alone(site: Path, compiler: str, env: dict[str, str], timeout: float
                    tuple((shown, need) for shown, _, need in found if need is not None))
 
 
+KEPT = paths.GATE / "cpp-headers"  # verdicts with no failure, one file a key (headers_key); only the gate writes here
+KEPT_BYTES = 1 << 20  # what is read of one kept verdict
+HASHED_BYTES = 1 << 30  # the most of the include folder hashed for a key: past it, nothing is kept
+# What a compile reads from its environment beside its command line (GCC's "Environment Variables" chapter, and the
+# locale its messages are in): part of the key, so a run whose compiles could differ never takes another's verdict.
+COMPILE_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "GCC_EXEC_PREFIX",
+                     "COMPILER_PATH", "LIBRARY_PATH", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "SOURCE_DATE_EPOCH",
+                     "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TMPDIR")
+
+
+def headers_key(site: Path, compiler: str, env: dict[str, str]) -> str | None:
+    """The sha256 of what ``headers_alone``'s verdict is a function of: every file and link under the include folder
+    (its path, and its bytes or the link's text), the compiler (its resolved path, size, modification time and what
+    ``--version`` says), the compile's variables, and this module's text. None where it cannot be known within bounds."""
+    include = site / "executorch" / "include"
+    resolved = shutil.which(compiler, path=env.get("PATH")) or compiler
+    try:
+        stat = os.stat(resolved)
+        version = proc.run([resolved, "--version"], what="the C++ compiler", timeout=60, check=False, env=env)
+    except (OSError, GateError):
+        return None
+    digest = hashlib.sha256(json.dumps([
+        os.path.realpath(resolved), stat.st_size, stat.st_mtime_ns, version.returncode, version.stdout,
+        [(name, env.get(name)) for name in COMPILE_VARIABLES],
+        hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]).encode())
+    hashed = 0
+    for root, folders, files in os.walk(include):  # links to folders are not followed: each is hashed as its text
+        folders.sort()
+        for name in sorted(files + [f for f in folders if os.path.islink(os.path.join(root, f))]):
+            path = os.path.join(root, name)
+            shown = os.path.relpath(path, include).encode(errors="surrogateescape")
+            try:
+                if os.path.islink(path):
+                    digest.update(b"L" + shown + b"\0" + os.readlink(path).encode(errors="surrogateescape") + b"\0")
+                    continue
+                with open(path, "rb") as handle:  # streamed, and bounded across the folder
+                    digest.update(b"F" + shown + b"\0")
+                    while chunk := handle.read(1 << 20):
+                        hashed += len(chunk)
+                        if hashed > HASHED_BYTES:
+                            return None
+                        digest.update(chunk)
+                    digest.update(b"\0")
+            except OSError:
+                return None
+    return digest.hexdigest()
+
+
+def kept_headers(key: str | None, folder: Path = KEPT) -> Headers | None:
+    """The verdict an earlier run kept for ``key``, or None: no file, one over ``KEPT_BYTES``, not a regular file, or
+    one whose content is not a verdict for that key (a file the gate did not write is never taken)."""
+    if key is None:
+        return None
+    path = folder / f"{key}.json"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        import stat as stat_module
+
+        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, KEPT_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > KEPT_BYTES:
+        return None
+    try:
+        said = json.loads(data)
+        if said["key"] != key or said["failures"]:
+            return None
+        return Headers(int(said["count"]), (), tuple((str(a), str(b)) for a, b in said["unjudged"]),
+                       earlier=str(path))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def keep_headers(key: str | None, headers: Headers, folder: Path = KEPT) -> None:
+    """``headers`` kept for ``key`` where it has no failure: written whole to a temporary file of this run's, then
+    renamed onto the key's name (two runs that keep one key each write a whole file). A folder that cannot be written
+    keeps nothing; the run's verdict is the same."""
+    if key is None or headers.failures or headers.earlier is not None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".kept-", suffix=".tmp", delete=False) as handle:
+            json.dump({"key": key, "count": headers.count, "failures": [], "unjudged": [list(p) for p in headers.unjudged]},
+                      handle)
+        os.replace(handle.name, folder / f"{key}.json")
+    except OSError:
+        try:
+            os.unlink(handle.name)
+        except (OSError, UnboundLocalError):
+            pass
+
+
 def _not_alone_by_design(header: Path) -> bool:
     """A header that says it must not be included alone (its own ``#error`` guard, as torch's headeronly
     ``complex_utils.h`` in 1.5.1's c10 copy: "is not meant to be individually included")."""
@@ -446,10 +553,16 @@ def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str]) -> Deplo
 class Consumer:
     """The consumer's build, started beside the child (``start``), waited for by ``built``."""
 
-    def __init__(self, wheel: Wheel, site: Path, folder: Path, backend: str, env: dict[str, str]) -> None:
+    def __init__(self, wheel: Wheel, site: Path, folder: Path, backend: str, env: dict[str, str],
+                 kept: Path | None = KEPT) -> None:
         # env: the clean loader environment every process of the gate's in the environment gets (loaderenv.clean: none
         # of the caller's loader variables, as upstream's consumers; the driver's folders only where nothing else finds it)
         self.wheel, self.site, self.folder, self.backend, self.env = wheel, site, folder, backend, env
+        # The headers' verdict kept by an earlier run of the same headers and compiler (kept: its folder; None keeps
+        # nothing), looked up here, before the child runs any of the wheel's code (the module's docstring).
+        self._kept, compiler = kept, find_compiler()
+        self._headers_key = headers_key(site, compiler, env) if kept is not None and compiler is not None else None
+        self._earlier = kept_headers(self._headers_key, kept) if kept is not None else None
         self._built: Built | None = None
         self._process: subprocess.Popen | None = None
         self._stopped, self._begun = False, False
@@ -492,9 +605,11 @@ class Consumer:
         if self.folder.exists():
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True)
-        headers = headers_alone(self.site, compiler, self.env, compiles=self._compiles)
+        headers = self._earlier or headers_alone(self.site, compiler, self.env, compiles=self._compiles)
         if self._stopped:
             return Built(None, "stopped")
+        if self._kept is not None:
+            keep_headers(self._headers_key, headers, self._kept)
         kept.write_text(json.dumps({"count": headers.count, "failures": headers.failures, "unjudged": headers.unjudged}))
         wanted = components(self.wheel, self.backend)
         (self.folder / "CMakeLists.txt").write_text(CMAKELISTS.format(

@@ -38,10 +38,17 @@ def _site(tmp_path: Path) -> Path:
     return site
 
 
-def _built(wheel_x86_64, site: Path, tmp_path: Path) -> consumer.Built:
+@pytest.fixture(scope="session")
+def kept(tmp_path_factory) -> Path:
+    """The headers' verdicts kept for this session's consumers, every worker's (the shared base folder): a mutant that
+    leaves the headers as shipped takes the verdict one build of them kept (consumer.kept_headers)."""
+    return tmp_path_factory.getbasetemp().parent / "cpp-headers"
+
+
+def _built(wheel_x86_64, site: Path, tmp_path: Path, kept: Path | None = None) -> consumer.Built:
     if consumer.find_cmake()[0] is None or consumer.find_compiler() is None:
         pytest.skip(consumer.find_cmake()[1])
-    return consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack", ENV).start().built(600)
+    return consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack", ENV, kept=kept).start().built(600)
 
 
 def _eager():
@@ -76,8 +83,9 @@ def _deployed_and_core(built: consumer.Built, folder: Path, tmp_path: Path):
 
 
 def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_data_file(wheel_x86_64, exported, tmp_path):
-    built = _built(wheel_x86_64, _site(tmp_path), tmp_path)
+    built = _built(wheel_x86_64, _site(tmp_path), tmp_path, kept=tmp_path / "kept")
     assert built.binary is not None, built.said
+    assert built.headers is not None and built.headers.earlier is None  # compiled here: nothing was kept before
     assert built.said.startswith("built with CMake 3.")
     assert ("linking executorch::runtime, executorch::kernels_optimized, executorch::kernels_quantized, "
             "executorch::backend_xnnpack") in built.said
@@ -91,8 +99,17 @@ def test_the_real_sdk_builds_a_consumer_that_runs_the_weighted_program_with_its_
     assert deployed.reason.startswith("loaded with model.ptd by the deployed C++ consumer (the consumer and ")
     assert core.status is Status.PASS and "the backend registry, kernel registry, thread pool in libexecutorch.so, " \
                                           "libexecutorch_threadpool.so" in core.reason, core.reason
-    again = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path / "site", tmp_path / "consumer", "xnnpack", ENV).start().built(600)
+    again = consumer.Consumer(read_wheel(wheel_x86_64), tmp_path / "site", tmp_path / "consumer", "xnnpack", ENV,
+                              kept=tmp_path / "kept").start().built(600)
     assert again.said.startswith("built in an earlier run of this environment")  # a warm run only runs it
+    # Another environment holding the same headers (a copy): its build takes the verdict this one kept, and says so.
+    shutil.copytree(tmp_path / "site", tmp_path / "other-site", symlinks=True)
+    other = _built(wheel_x86_64, tmp_path / "other-site", tmp_path / "other", kept=tmp_path / "kept")
+    assert other.binary is not None and other.headers is not None, other.said
+    assert other.headers.earlier is not None and Path(other.headers.earlier).parent == tmp_path / "kept"
+    line = cppsdk.judge_headers(other.headers.count, other.headers.failures, other.headers.unjudged, other.headers.earlier)
+    assert line.status is Status.PASS and line.reason.startswith(f"{built.headers.count} headers under executorch/include compile alone")
+    assert line.reason.endswith(f"; the verdict of an earlier run of the same headers and compiler, kept in {other.headers.earlier}")
 
 
 def test_a_header_another_includes_removed_fails_the_build_naming_it(wheel_x86_64, tmp_path):
@@ -108,22 +125,22 @@ def test_a_header_another_includes_removed_fails_the_build_naming_it(wheel_x86_6
     assert headers.status is Status.FAIL and "executorch/runtime/core/error.h: No such file or directory" in headers.reason
 
 
-def test_the_delegates_library_removed_fails_the_configure_naming_the_component(wheel_x86_64, tmp_path):
+def test_the_delegates_library_removed_fails_the_configure_naming_the_component(wheel_x86_64, tmp_path, kept):
     site = _site(tmp_path)
     (site / "executorch/lib/libexecutorch_backend_xnnpack.so").unlink()
-    built = _built(wheel_x86_64, site, tmp_path)
+    built = _built(wheel_x86_64, site, tmp_path, kept=kept)
     assert built.binary is None and built.failed
     assert built.said.startswith("the consumer's configure against the installed package config") and "backend_xnnpack" in built.said
 
 
-def test_a_config_naming_a_library_the_wheel_lacks_fails(wheel_x86_64, tmp_path):
+def test_a_config_naming_a_library_the_wheel_lacks_fails(wheel_x86_64, tmp_path, kept):
     site = _site(tmp_path)
     (site / "executorch/lib/libexecutorch_kernels_optimized.so").rename(site / "executorch/lib/libexecutorch_kernels_opt.so")
-    built = _built(wheel_x86_64, site, tmp_path)
+    built = _built(wheel_x86_64, site, tmp_path, kept=kept)
     assert built.binary is None and built.failed and "kernels_optimized" in built.said
 
 
-def test_a_zeroed_data_file_and_weights_in_the_program_fail_their_checks(wheel_x86_64, exported, tmp_path):
+def test_a_zeroed_data_file_and_weights_in_the_program_fail_their_checks(wheel_x86_64, exported, tmp_path, kept):
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -131,7 +148,7 @@ def test_a_zeroed_data_file_and_weights_in_the_program_fail_their_checks(wheel_x
     from smoke.artifacts import read_data_file
     from smoke.child.models import models
 
-    built = _built(wheel_x86_64, _site(tmp_path), tmp_path)
+    built = _built(wheel_x86_64, _site(tmp_path), tmp_path, kept=kept)
     zeroed = tmp_path / "zeroed"
     shutil.copytree(exported["weighted"], zeroed)
     base = read_data_file(zeroed / "model.ptd").segment_base_offset
@@ -151,14 +168,14 @@ def test_a_zeroed_data_file_and_weights_in_the_program_fail_their_checks(wheel_x
     assert without.status is Status.FAIL and without.reason.endswith("the weights are not coming from the data file")
 
 
-def test_a_config_whose_targets_give_no_origin_search_path_fails_the_deployed_run(wheel_x86_64, exported, tmp_path):
+def test_a_config_whose_targets_give_no_origin_search_path_fails_the_deployed_run(wheel_x86_64, exported, tmp_path, kept):
     """The installed consumer still runs (its absolute folder finds the runtime); its copy cannot be deployed."""
     site = _site(tmp_path)
     config = site / "executorch/share/cmake/executorch-config.cmake"
     text = config.read_text()
     assert text.count('"LINKER:-rpath,$ORIGIN"') == 2
     config.write_text(text.replace('"LINKER:-rpath,$ORIGIN/../lib"', "").replace('"LINKER:-rpath,$ORIGIN"', ""))
-    built = _built(wheel_x86_64, site, tmp_path)
+    built = _built(wheel_x86_64, site, tmp_path, kept=kept)
     assert built.binary is not None, built.said
     with_data, _ = _runs(built, exported["weighted"], tmp_path)
     assert with_data.status is Status.PASS, with_data.reason
@@ -168,7 +185,7 @@ def test_a_config_whose_targets_give_no_origin_search_path_fails_the_deployed_ru
 
 
 def test_a_second_backend_registry_loaded_with_the_delegate_fails_one_runtime_core_in_the_cpp_process(wheel_x86_64, exported,
-                                                                                                      tmp_path, patchelf):
+                                                                                                      tmp_path, patchelf, kept):
     """A library defining the backend registry's functions, needed by the shipped XNNPACK delegate's library."""
     import subprocess
 
@@ -182,7 +199,7 @@ def test_a_second_backend_registry_loaded_with_the_delegate_fails_one_runtime_co
     assert compiler is not None
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(lib / "libsecond_registry.so"), str(source)], check=True)
     subprocess.run([patchelf, "--add-needed", "libsecond_registry.so", str(lib / "libexecutorch_backend_xnnpack.so")], check=True)
-    built = _built(wheel_x86_64, site, tmp_path)
+    built = _built(wheel_x86_64, site, tmp_path, kept=kept)
     assert built.binary is not None, built.said
     _, core = _deployed_and_core(built, exported["weighted"], tmp_path)
     assert core.status is Status.FAIL
@@ -203,11 +220,11 @@ def _quantized(tmp_path: Path):
     return tmp_path / "quantized" / "model.pte", given, tensors.decode(tensors.encode_all(model(*example)))
 
 
-def test_the_quantized_kernels_component_runs_the_quantized_program_and_an_emptied_one_fails(wheel_x86_64, tmp_path):
+def test_the_quantized_kernels_component_runs_the_quantized_program_and_an_emptied_one_fails(wheel_x86_64, tmp_path, kept):
     from tests.helpers import empty_library
 
     pte, given, eager = _quantized(tmp_path)
-    built = _built(wheel_x86_64, _site(tmp_path / "real"), tmp_path / "real")
+    built = _built(wheel_x86_64, _site(tmp_path / "real"), tmp_path / "real", kept=kept)
     assert "executorch::kernels_quantized" in built.said
     good = cppsdk.judge_quantized(consumer.run(built.binary, pte, None, given, ENV), eager)
     assert good.status is Status.PASS, good.reason
@@ -216,7 +233,7 @@ def test_the_quantized_kernels_component_runs_the_quantized_program_and_an_empti
     site = _site(tmp_path / "emptied")
     library = site / "executorch/lib/libexecutorch_kernels_quantized.so"
     library.write_bytes(empty_library(library.name, tmp_path / "cc"))
-    emptied = _built(wheel_x86_64, site, tmp_path / "emptied")
+    emptied = _built(wheel_x86_64, site, tmp_path / "emptied", kept=kept)
     assert emptied.binary is not None, emptied.said  # it links: the library is there, with nothing in it
     bad = cppsdk.judge_quantized(consumer.run(emptied.binary, pte, None, given, ENV), eager)
     assert bad.status is Status.FAIL
