@@ -59,8 +59,11 @@ def test_a_gate_killed_with_sigkill_while_pip_installs_leaves_nothing_writing_an
     wheel, interpreter = read_wheel(declared_x86_64), probe_interpreter(None)
     from smoke.readers import pairing
 
+    # The rebuild takes torch from the tests' interpreter (--no-deps --torch-from): what is asserted is that the unfinished
+    # folder is seen and built afresh, not how long torch takes to install (the killed run above installed whole).
     options = environment.EnvOptions(env_dir=env_dir, constraints=pairing.constraints_for(wheel, None),
-                                     **{**opts.for_environment(opts.Options()), "reuse_env": True})
+                                     **{**opts.for_environment(opts.Options()), "reuse_env": True, "no_deps": True,
+                                        "torch_from": Path(sys.executable).parent.parent})
     with environment.built(wheel, interpreter, options, said.append) as env:
         assert not env.reused
     assert said[0] == (f"environment {env_dir} holds an unfinished build (an earlier run was stopped or failed while "
