@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -34,6 +35,8 @@ def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_li
     mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(openvino,))
     monkeypatch.setenv("LD_LIBRARY_PATH", str(copies))
     monkeypatch.setenv("PYTHONSTARTUP", str(tmp_path / "no-such-startup.py"))
+    # torch installed in the environment, as a user's is: with torch taken from another (--torch-from), its libraries
+    # stand in for site-packages/torch/lib and the loader finds what this test removes
     proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--report-dir", str(tmp_path / "reports"))
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -53,6 +56,10 @@ def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_li
     assert check["status"] == "fail" and check["measured"]["imported"] == 5
 
 QUANTIZED = "executorch/lib/libexecutorch_kernels_quantized.so"
+# A mutant's environment takes torch (and torchao) from the tests' interpreter, which holds the torch 1.5 pairs with,
+# instead of installing it (--no-deps --torch-from, as the GPU machine's runs do): built in seconds. The two tests above
+# about where the loader finds torch's libraries install it whole.
+TORCH_HERE = ("--no-deps", "--torch-from", str(Path(sys.executable).parent.parent))
 QUANTIZED_COPY = "executorch/lib/libexecutorch_kernels_quantized_copy.so"
 
 
@@ -72,6 +79,7 @@ def test_the_row_fails_a_real_wheel_whose_extension_finds_libtorch_only_after_to
     assert kept != runpath
     mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={
         c_module: patched(c_data, tmp_path, patchelf, "--set-rpath", kept), QUANTIZED_COPY: quantized})
+    # torch installed in the environment (not --torch-from, whose torch/lib stands in for the one _C's RUNPATH lost)
     proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"))
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -123,7 +131,7 @@ def test_a_wheel_whose_code_forges_the_childs_records_fails(declared_x86_64, tmp
     with zipfile.ZipFile(declared_x86_64) as archive:
         original = archive.read(init)
     mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={init: FORGER.encode() + original})
-    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"))
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), *TORCH_HERE)
     out = proc.stdout
     assert proc.returncode == 1 and "cpu_x86_64: FAILED" in out, out + proc.stderr
     child = next(line for line in out.splitlines() if line.startswith("FAIL child process: "))
@@ -156,7 +164,7 @@ def test_a_wheel_whose_code_changes_the_model_in_the_child_fails_against_eager_c
     with zipfile.ZipFile(declared_x86_64) as archive:
         original = archive.read(init)
     mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={init: original + HALVER.encode()})
-    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"))
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), *TORCH_HERE)
     out = proc.stdout
     assert proc.returncode == 1 and "cpu_x86_64: FAILED: " in out, out + proc.stderr
     failing = [line for line in out.splitlines() if line.startswith("FAIL ")]
@@ -195,12 +203,9 @@ def _row_with_emptied(declared: Path, member: str, tmp_path: Path) -> str:
 def _row_of(mutant: Path, tmp_path: Path) -> str:
     """The CPU row on ``mutant``, its environment given this interpreter's torch and torchao (``--no-deps --torch-from``:
     seconds, not a 6 GB install); what it printed, once it has FAILed the wheel (exit 1)."""
-    import sys
-
     from tests.helpers import nox
 
-    here = Path(sys.executable).parent.parent
-    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--no-deps", "--torch-from", str(here))
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), *TORCH_HERE)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return proc.stdout
 
