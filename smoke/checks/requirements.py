@@ -2,7 +2,9 @@
 
 FAILs where ``Requires-Dist: torch`` (markers evaluated for the row) admits no release of the torch line the wheel's
 release pairs with (``smoke.readers.releases``), or where a requirement pins a local version (``torch==2.5.0+cu124``),
-which no public index serves (PEP 440; pytorch/TensorRT#4545). A line the gate does not know (a nightly) is paired by
+which no public index serves (PEP 440; pytorch/TensorRT#4545), or where a requirement is a direct reference (``torch @
+https://...whl``, PEP 508), whose specifier is empty and which PyPI refuses to upload (pypi/warehouse,
+``warehouse/forklift/metadata.py``: "Can't have direct dependency"), whatever its markers. A line the gate does not know (a nightly) is paired by
 rule (``smoke.readers.pairing``). When this FAILs the environment is not built (``smoke.engine.row.files_checked``):
 what would be installed is not what the wheel declares.
 """
@@ -34,11 +36,20 @@ def local_pins(requirements) -> list[str]:
     return [str(req) for req in requirements if any("+" in spec.version for spec in req.specifier)]
 
 
+def direct_references(requirements) -> list[str]:
+    """Each requirement that names a URL instead of versions (``name @ URL``), as written."""
+    return [str(req) for req in requirements if req.url]
+
+
 def check_torch_requirement(wheel: Wheel, row: Row, libraries: Libraries) -> CheckResult:
     name = TORCH_REQUIREMENT.name
     env = marker_environment(row.machine, wheel, row.system)
     applying = [req for req in wheel.requires_dist if _applies(req, env)]
     problems = []
+    if direct := direct_references(wheel.requires_dist):
+        problems.append(f"Requires-Dist {', '.join(direct)} is a direct reference (name @ URL, PEP 508), which PyPI refuses "
+                        f"to upload (\"Can't have direct dependency\", pypi/warehouse) and which no version pin or pairing "
+                        f"can be judged by: declare each by name and versions (torch>=2.14,<2.15, say)")
     if pinned := local_pins(applying):
         problems.append(f"Requires-Dist {', '.join(pinned)} pins a local version, which no public index serves (PEP 440; "
                         f"PyPI refuses them), so pip install from the package index cannot satisfy it (pytorch/TensorRT#4545)")
@@ -49,7 +60,8 @@ def check_torch_requirement(wheel: Wheel, row: Row, libraries: Libraries) -> Che
         problems.append(f"Requires-Dist {', '.join(map(str, torch))} admits no torch {line['torch']}, the line executorch "
                         f"{wheel.release} pairs with ({line['source']}): pip cannot install the wheel beside it, and "
                         f"installed as declared it gets a torch the runtime was not built against")
-    measured = {"torch": [str(req) for req in torch], "local": pinned, "paired": line["torch"] if line else None}
+    measured = {"torch": [str(req) for req in torch], "local": pinned, "direct": direct,
+                "paired": line["torch"] if line else None}
     if problems:
         return failed(name, "; ".join(problems), **measured)
     if not torch:

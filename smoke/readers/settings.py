@@ -234,8 +234,13 @@ def _until(value: object, where: str, index: int) -> Version | datetime.date | N
     if value is None or isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return value
     if isinstance(value, str):
+        # A date is written whole (YYYY-MM-DD); a version never holds a "-": PEP 440 reads "2026-11" as 2026.post11, a
+        # version no executorch 1.x reaches, so that waiver would never expire (issue 58).
         try:
-            return datetime.date.fromisoformat(value) if value.count("-") == 2 else Version(value)
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+                return datetime.date.fromisoformat(value)
+            if "-" not in value:
+                return Version(value)
         except (ValueError, InvalidVersion):
             pass
     raise PolicyError(f"{where}: [[waive]] {index + 1}: until = {value!r} is neither a version (1.6.0) nor a date "

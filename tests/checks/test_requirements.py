@@ -49,3 +49,16 @@ def test_a_local_version_pin_fails_naming_it(tmp_path):
     assert said.startswith("FAIL torch requirement: Requires-Dist torch==2.14.0+cu124 pins a local version, which no public "
                            "index serves (PEP 440; PyPI refuses them), so pip install from the package index cannot satisfy it "
                            "(pytorch/TensorRT#4545)"), said
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("requirement", [
+    "torch @ https://download.pytorch.org/whl/cpu/torch-2.14.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+    'pyyaml @ file:///tmp/pyyaml.whl ; sys_platform == "win32"'])  # another package, and one whose markers exclude the row
+def test_a_direct_reference_fails_naming_it_whatever_its_markers(tmp_path, requirement):
+    """Issue 58: `torch @ URL` has an empty specifier, so it admitted the pairing and pinned no local version: PASS."""
+    out = smoke("inspect", _declaring(tmp_path, requirement), "--row", "cpu_x86_64")
+    said = line(out, "FAIL torch requirement: ")
+    assert said.startswith(f"FAIL torch requirement: Requires-Dist {requirement} is a direct reference "
+                           f"(name @ URL, PEP 508), which PyPI refuses to upload (\"Can't have direct dependency\", "
+                           f"pypi/warehouse)"), said

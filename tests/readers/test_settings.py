@@ -183,6 +183,9 @@ def test_strict_makes_a_warning_fail_from_the_policy_or_the_command_line(tmp_pat
     ('[[waive]]\ncheck = "no such check"\nreason = "x"\n',
      "[[waive]] check = 'no such check': the gate has no check 'no such check'; the checks are "),
     ('[[waive]]\ncheck = "one runtime core"\nreason = "x"\nuntil = "soon"\n', "until = 'soon' is neither a version (1.6.0) nor a date"),
+    # issue 58: PEP 440 reads "2026-11" as 2026.post11, which never expires for executorch 1.x; a date is written whole
+    ('[[waive]]\ncheck = "one runtime core"\nreason = "x"\nuntil = "2026-11"\n', "until = '2026-11' is neither a version (1.6.0) nor a date"),
+    ('[[waive]]\ncheck = "one runtime core"\nreason = "x"\nuntil = "2026-1-31"\n', "until = '2026-1-31' is neither a version (1.6.0) nor a date"),
     ('[[waive]]\ncheck = "one runtime core"\nreason = "x"\nexpires = "1.6"\n',
      "unknown key 'expires'; a waiver's keys are check, match, reason, until"),
     ('waive = "everything"\n', "waive must be a list of [[waive]] tables"),
