@@ -527,6 +527,8 @@ def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path, env: di
         return f"not run: no site-packages holding executorch in {location}"
     made = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name, env)
     context.stack.callback(made.stop)
+    if made.cleared:
+        say(f"C++ build environment: without the caller's {', '.join(made.cleared)}")
     return made  # started as the child's imports end (RowEvents.probe), or when it is needed
 
 

@@ -238,7 +238,45 @@ def find_cmake() -> tuple[str | None, str]:
 
 
 def find_compiler() -> str | None:
-    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    """The C++ compiler, as an absolute path where it can be found: ``CXX`` (the caller's choice), else the first of
+    c++, g++, clang++ on the gate's own PATH."""
+    given = os.environ.get("CXX")
+    if given:
+        return shutil.which(given) or given
+    return shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+
+
+# What the caller's shell can hand a C++ compile or CMake build besides its command line (GCC's "Environment
+# Variables" chapter; CMake's cmake-env-variables(7)): module systems, conda and Spack set them. The consumer's build
+# and the headers' compiles run without them, as upstream's test_cpp_sdk.py builds in a clean environment, so that a
+# header or library the wheel lacks is not found in the caller's folders (issue 58).
+BUILD_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH", "LD_RUN_PATH",
+                   "GCC_EXEC_PREFIX", "COMPILER_PATH", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "CC", "CXX", "CFLAGS",
+                   "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CMAKE_PREFIX_PATH", "CMAKE_INCLUDE_PATH", "CMAKE_LIBRARY_PATH",
+                   "CMAKE_PROGRAM_PATH", "CMAKE_FRAMEWORK_PATH", "CMAKE_APPBUNDLE_PATH", "CMAKE_TOOLCHAIN_FILE",
+                   "CMAKE_GENERATOR", "CMAKE_GENERATOR_PLATFORM", "CMAKE_GENERATOR_TOOLSET", "CMAKE_GENERATOR_INSTANCE",
+                   "CMAKE_BUILD_TYPE", "CMAKE_CONFIGURATION_TYPES", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CXX_LINKER_LAUNCHER",
+                   "CMAKE_EXPORT_COMPILE_COMMANDS", "CMAKE_APPLE_SILICON_PROCESSOR", "CMAKE_OSX_ARCHITECTURES",
+                   "CMAKE_INSTALL_PREFIX", "CMAKE_SYSROOT")
+
+
+def build_environment(env: dict[str, str], site: Path) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The environment of the consumer's build and the headers' compiles: ``env`` without ``BUILD_VARIABLES``, and a
+    PATH without the folders of the environment the wheel is installed in (its ``bin`` holds the wheel's own scripts:
+    GCC finds ``as`` and ``ld``, and CMake ``make``, by name on PATH, so a wheel's ``ld`` would link the consumer).
+    The tools themselves are named by absolute path (``find_cmake``, ``find_compiler``). Returns it and the caller's
+    variables left out (the PATH's folders the gate itself put first are left out without a word)."""
+    venv = next((folder for folder in site.parents if (folder / "pyvenv.cfg").is_file()), None)
+    removed = [name for name in BUILD_VARIABLES if name in env]
+    clean = {name: value for name, value in env.items() if name not in BUILD_VARIABLES}
+    if venv is not None:
+        root = os.path.realpath(venv)
+        entries = clean.get("PATH", "").split(os.pathsep)
+        kept = [entry for entry in entries if entry and os.path.isabs(entry)
+                and os.path.commonpath([os.path.realpath(entry), root]) != root]
+        if kept != entries:
+            clean["PATH"] = os.pathsep.join(kept) or os.defpath
+    return clean, tuple(removed)
 
 
 COMPILER_FIX = "install one (Debian and Ubuntu: apt install g++), or set CXX to one"
@@ -557,11 +595,12 @@ class Consumer:
                  kept: Path | None = KEPT) -> None:
         # env: the clean loader environment every process of the gate's in the environment gets (loaderenv.clean: none
         # of the caller's loader variables, as upstream's consumers; the driver's folders only where nothing else finds it)
-        self.wheel, self.site, self.folder, self.backend, self.env = wheel, site, folder, backend, env
+        self.wheel, self.site, self.folder, self.backend = wheel, site, folder, backend
+        self.env, self.cleared = build_environment(env, site)  # the build's own (build_environment)
         # The headers' verdict kept by an earlier run of the same headers and compiler (kept: its folder; None keeps
         # nothing), looked up here, before the child runs any of the wheel's code (the module's docstring).
         self._kept, compiler = kept, find_compiler()
-        self._headers_key = headers_key(site, compiler, env) if kept is not None and compiler is not None else None
+        self._headers_key = headers_key(site, compiler, self.env) if kept is not None and compiler is not None else None
         self._earlier = kept_headers(self._headers_key, kept) if kept is not None else None
         self._built: Built | None = None
         self._process: subprocess.Popen | None = None
@@ -631,7 +670,8 @@ class Consumer:
         (self.folder / "deployed.json").write_text(json.dumps({"binary": str(deployed.binary or ""), "said": deployed.said,
                                                               "failed": deployed.failed}))
         mark.write_text(key)
-        return Built(binary, f"built with {found} and {compiler}, linking executorch::{', executorch::'.join(wanted)}",
+        cleared = f"; without the caller's {', '.join(self.cleared)}" if self.cleared else ""
+        return Built(binary, f"built with {found} and {compiler}, linking executorch::{', executorch::'.join(wanted)}{cleared}",
                      headers=headers, deployed=deployed)
 
     def _deployed(self) -> Deployed | None:

@@ -239,3 +239,44 @@ def test_the_quantized_kernels_component_runs_the_quantized_program_and_an_empti
     assert bad.status is Status.FAIL
     assert bad.reason.startswith("the C++ consumer (executorch::kernels_quantized linked, Module(quantized model.pte)) at "
                                  "method load: Module::load_method(forward) returned error 0x14 [OperatorMissing (0x14)]"), bad.reason
+
+
+def test_a_header_the_wheel_lacks_on_the_callers_include_path_still_fails_the_build_and_the_headers(wheel_x86_64, tmp_path):
+    """Issue 58: CPATH (and CPLUS_INCLUDE_PATH, CXXFLAGS, ...) reached the headers' compiles and the consumer's build, so
+    a wheel missing a header another includes PASSed both where the caller's include path held a copy of it."""
+    site = _site(tmp_path)
+    header = "executorch/runtime/core/error.h"
+    copies = tmp_path / "caller-include"
+    (copies / header).parent.mkdir(parents=True)
+    shutil.copy(site / "executorch/include" / header, copies / header)
+    (site / "executorch/include" / header).unlink()
+    if consumer.find_cmake()[0] is None or consumer.find_compiler() is None:
+        pytest.skip(consumer.find_cmake()[1])
+    env = {**ENV, "CPATH": str(copies), "CPLUS_INCLUDE_PATH": str(copies), "CXXFLAGS": f"-I{copies}"}
+    made = consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack", env, kept=None)
+    assert made.cleared == ("CPATH", "CPLUS_INCLUDE_PATH", "CXXFLAGS")
+    built = made.start().built(600)
+    assert built.binary is None and built.failed and "error.h" in built.said, built.said
+    assert built.headers is not None
+    headers = cppsdk.judge_headers(built.headers.count, built.headers.failures, built.headers.unjudged)
+    assert headers.status is Status.FAIL and "executorch/runtime/core/error.h: No such file or directory" in headers.reason
+
+
+def test_the_wheels_own_scripts_on_the_environments_path_are_not_the_builds_tools(wheel_x86_64, tmp_path):
+    """Issue 58: the build inherited a PATH starting with the environment's bin, where a wheel's .data/scripts land;
+    CMake's Makefile generator finds make there by name (GCC, as and ld), so the wheel's script built the consumer."""
+    if consumer.find_cmake()[0] is None or consumer.find_compiler() is None:
+        pytest.skip(consumer.find_cmake()[1])
+    venv = tmp_path / "env"
+    site = _site(venv / "lib" / "python3.11")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin").mkdir()
+    marker = tmp_path / "the-wheels-tool-ran"
+    for tool in ("make", "gmake", "ld", "as", "c++", "cc"):
+        (venv / "bin" / tool).write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\nexit 1\n")
+        (venv / "bin" / tool).chmod(0o755)
+    env = {**ENV, "PATH": f"{venv / 'bin'}:{ENV.get('PATH', os.defpath)}"}
+    built = consumer.Consumer(read_wheel(wheel_x86_64), site, tmp_path / "consumer", "xnnpack", env,
+                              kept=None).start().built(600)
+    assert not marker.exists(), marker.read_text()
+    assert built.binary is not None, built.said
