@@ -51,6 +51,14 @@ def skip_both(why: str) -> list[CheckResult]:
     return [skipped(check.name, why) for check in CPP_CHECKS]
 
 
+def fail_unbuildable(why: str) -> list[CheckResult]:
+    """A C++ runtime no consumer can build against (``consumer.missing_config``): the consumer's FAIL, the rest not run."""
+    later = "not run: no C++ consumer can be built against the wheel (see C++ consumer with data file)"
+    return [skipped(CPP_HEADERS.name, "not run: the wheel ships no package config to give the headers' include folders "
+                                      "and definitions (see C++ consumer with data file)"),
+            failed(CPP_RUN.name, why), *(skipped(check.name, later) for check in CPP_CHECKS[2:])]
+
+
 def judge_headers(count: int, failures: tuple[str, ...], unjudged: tuple[tuple[str, str], ...],
                   earlier: str | None = None) -> CheckResult:
     """Every installed header compiles alone (``smoke.environment.consumer.headers_alone``); ``earlier``: the verdict

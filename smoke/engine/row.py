@@ -516,12 +516,15 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     return work
 
 
-def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path, env: dict[str, str]) -> consumer.Consumer | str:
+def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path,
+                  env: dict[str, str]) -> consumer.Consumer | consumer.NoConfig | str:
     """The C++ consumer's build, started (in the environment's folder, kept there for later runs), or why the wheel
     has none to build."""
     why = consumer.nothing_to_judge(wheel) or consumer.missing_delegate(wheel, context.row.backend.name)
     if why is not None:
         return f"not run: {why}"
+    if (unbuildable := consumer.missing_config(wheel)) is not None:
+        return consumer.NoConfig(unbuildable)
     site = environment.site_packages_holding(location, "executorch")
     if site is None:
         return f"not run: no site-packages holding executorch in {location}"
@@ -532,10 +535,13 @@ def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path, env: di
     return made  # started as the child's imports end (RowEvents.probe), or when it is needed
 
 
-def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, eager: reference.Later) -> list[CheckResult]:
+def _cpp_judged(context: Context, sdk: consumer.Consumer | consumer.NoConfig | str, workdir: Path,
+                eager: reference.Later) -> list[CheckResult]:
     """The C++ SDK's checks (``smoke.checks.cppsdk``), on the weighted program the child exported."""
     if isinstance(sdk, str):
         return cppsdk.skip_both(sdk)
+    if isinstance(sdk, consumer.NoConfig):
+        return cppsdk.fail_unbuildable(sdk.why)
     data_file = context.row.backend.data_file
     program = cppsdk.weighted_program(workdir, data_file)
     made = sdk.built(consumer.BUILD_SECONDS * 2)
@@ -562,11 +568,11 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
     pte, ptd = program
     expected = answers.outputs["weighted"]
     with phase(context.run, "the C++ consumer"):
-        said = consumer.run(made.binary, pte, ptd, inputs, sdk.env)
+        said = consumer.run(made.binary, pte, ptd, inputs, sdk.run_env)
         linked = set(consumer.components(sdk.wheel, sdk.backend))
         twin = cppsdk.judge_with(said, data_file, expected, made.said, pte=pte, linked=linked)
         rule = context.row.backend.missing_data(sdk.wheel.version)
-        found = [headers, twin, cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.env), data_file,
+        found = [headers, twin, cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.run_env), data_file,
                                                      expected, twin, rule)]
         deployed = made.deployed
         if deployed is None or deployed.binary is None:
@@ -574,7 +580,7 @@ def _cpp_judged(context: Context, sdk: consumer.Consumer | str, workdir: Path, e
             found.append(failed(stages.CPP_DEPLOYED.name, why) if deployed and deployed.failed
                          else skipped(stages.CPP_DEPLOYED.name, f"not run: {why}"))
         else:
-            found.append(cppsdk.judge_deployed(consumer.run(deployed.binary, pte, ptd, inputs, sdk.env), data_file, expected,
+            found.append(cppsdk.judge_deployed(consumer.run(deployed.binary, pte, ptd, inputs, sdk.run_env), data_file, expected,
                                                deployed.said))
         found.append(cppsdk.judge_core(said["loaded"]) if "loaded" in said else
                      skipped(stages.CPP_CORE.name, "not run: the C++ consumer did not end its run (see C++ consumer with "
@@ -599,7 +605,7 @@ def _cpp_quantized(sdk: consumer.Consumer, binary: Path, workdir: Path, answers:
     inputs = workdir / "cpp-quantized-inputs.txt"
     with machine("the work folder", workdir, "--workdir"):
         consumer.write_inputs(inputs, answers.inputs[label])
-    return cppsdk.judge_quantized(consumer.run(binary, pte, None, inputs, sdk.env), answers.outputs[label], pte,
+    return cppsdk.judge_quantized(consumer.run(binary, pte, None, inputs, sdk.run_env), answers.outputs[label], pte,
                                   set(consumer.components(sdk.wheel, sdk.backend)))
 
 

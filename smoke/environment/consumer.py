@@ -180,11 +180,30 @@ def nothing_to_judge(wheel: Wheel) -> str | None:
     with no C++ runtime library. 1.4.1's setup.py ships ``share/cmake/executorch-config.cmake`` and the headers a
     custom operator needs, no ``executorch/lib`` (v1.4.1); 1.5's adds ``lib/libexecutorch.so`` and the components."""
     files = set(wheel.files)
+    if RUNTIME in files:
+        return None  # a C++ runtime: judged, its package config too (missing_config)
     if CONFIG not in files:
         return f"the wheel ships no C++ SDK (no {CONFIG})"
-    if RUNTIME not in files:
-        return (f"the wheel ships a CMake config and headers but no C++ runtime ({RUNTIME}), as releases before 1.5 do: "
-                f"headers for custom operators built against the Python extension, no program a C++ consumer can run")
+    return (f"the wheel ships a CMake config and headers but no C++ runtime ({RUNTIME}), as releases before 1.5 do: "
+            f"headers for custom operators built against the Python extension, no program a C++ consumer can run")
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    """A C++ runtime shipped without the package config a consumer finds it by (``missing_config``): the wheel's FAIL."""
+    why: str
+
+
+def missing_config(wheel: Wheel) -> str | None:
+    """Why no consumer can build against the wheel's C++ runtime (None where it can): it ships the runtime library
+    but not the CMake package config. Upstream ships both together from 1.5 (setup.py installs the config as
+    ``share/cmake/executorch-config.cmake`` beside ``lib/``), and its own consumer test finds the runtime only through
+    it (``.ci/scripts/wheel/test_cpp_sdk.py``: ``find_package(executorch REQUIRED ...)``). Issue 58: such a wheel
+    SKIPped every C++ check as "the wheel ships no C++ SDK" and PASSed."""
+    files = set(wheel.files)
+    if RUNTIME in files and CONFIG not in files:
+        return (f"the wheel ships a C++ runtime ({RUNTIME}) but no CMake package config ({CONFIG}), so no C++ consumer "
+                f"can find_package(executorch) it, as upstream's test_cpp_sdk.py does: ship the config beside the runtime")
     return None
 
 
@@ -286,7 +305,7 @@ def machine_lacks(wheel: Wheel, backend: str) -> str | None:
     """Why this machine cannot run the C++ checks of a wheel that ships a C++ runtime (None where it can, or where the
     wheel has none to judge): the checks must execute there, so a missing or broken tool is the machine's ERROR, named
     with its fix, never a SKIP that lets the row pass (issue 56) nor a FAIL of the wheel."""
-    if nothing_to_judge(wheel) is not None or missing_delegate(wheel, backend) is not None:
+    if nothing_to_judge(wheel) is not None or missing_delegate(wheel, backend) is not None or missing_config(wheel):
         return None
     shipped = f"the wheel ships a C++ runtime ({RUNTIME}), whose checks must run here"
     cmake, found = find_cmake()
@@ -596,6 +615,7 @@ class Consumer:
         # env: the clean loader environment every process of the gate's in the environment gets (loaderenv.clean: none
         # of the caller's loader variables, as upstream's consumers; the driver's folders only where nothing else finds it)
         self.wheel, self.site, self.folder, self.backend = wheel, site, folder, backend
+        self.run_env = env  # the consumer's runs: the row's clean loader environment
         self.env, self.cleared = build_environment(env, site)  # the build's own (build_environment)
         # The headers' verdict kept by an earlier run of the same headers and compiler (kept: its folder; None keeps
         # nothing), looked up here, before the child runs any of the wheel's code (the module's docstring).

@@ -82,8 +82,8 @@ def test_sigterm_during_a_row_run_ends_the_row_and_what_it_started(declared_x86_
     envs = tmp_path / "envs"
     environ = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     process = subprocess.Popen([sys.executable, "-m", "smoke", "compare", str(declared_x86_64), str(declared_x86_64),
-                                "--env-dir", str(envs), "--no-deps", "--torch-from", str(HERE)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=environ)
+                                "--env-dir", str(envs), "--no-deps", "--torch-from", str(HERE)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
     deadline = time.monotonic() + 600
     # Until the row's child runs in the built environment (its python is envs/old-cpu_x86_64/bin/python).
     while time.monotonic() < deadline and not any(c.startswith(str(envs / "old-cpu_x86_64" / "bin")) for c in _command_lines()):

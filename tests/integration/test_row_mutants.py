@@ -282,3 +282,15 @@ def test_a_runtime_that_registers_neither_its_delegate_nor_its_kernels_passes_no
                      r"\[OperatorMissing \(0x14\)\]: the program leaves 4 operators outside its delegates: aten::addmm\.out, "
                      r"aten::permute_copy\.out \(registered by executorch::kernels_optimized, libexecutorch_kernels_optimized\.so, "
                      r"linked\); quantized_decomposed::", out, re.M), out
+
+
+@pytest.mark.slow
+def test_a_cpp_runtime_shipped_without_its_package_config_fails_the_consumer(declared_x86_64, tmp_path):
+    """Issue 58: libexecutorch.so, its components and headers shipped, share/cmake/executorch-config.cmake not: every C++
+    check was SKIPped as "the wheel ships no C++ SDK" and the row PASSed, though no consumer can find_package it."""
+    config = "executorch/share/cmake/executorch-config.cmake"
+    out = _row_of(rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(config,)), tmp_path)
+    assert (f"FAIL C++ consumer with data file: the wheel ships a C++ runtime (executorch/lib/libexecutorch.so) but no "
+            f"CMake package config ({config}), so no C++ consumer can find_package(executorch) it") in out, out
+    assert "SKIP C++ consumer without data file: not run: no C++ consumer can be built against the wheel" in out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("FAIL ")] == ["FAIL C++ consumer with data file"], out
