@@ -39,7 +39,7 @@ from smoke import tensors
 from smoke.checks import controls, owners
 from smoke.checks.exported import program_facts
 from smoke.checks.outputs import compare
-from smoke.readers import elf
+from smoke.readers import elf, filekind
 from smoke.results import CheckResult, failed, passed, skipped
 from smoke.stages import CPP_CHECKS, CPP_CORE, CPP_DEPLOYED, CPP_HEADERS, CPP_NEGATIVE, CPP_QUANTIZED, CPP_RUN, MissingData
 
@@ -127,13 +127,14 @@ def judge_core(loaded: Any, read=None) -> CheckResult:
 
 
 def _read_loaded(path: str) -> elf.Library | str:
+    """One object the consumer said it loaded, read bounded and by kind (``filekind.read_regular``): a FIFO or a device
+    at its path is said not read, never waited on."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(LOADED_BYTES + 1)
-    except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    if len(data) > LOADED_BYTES or not elf.is_elf(data):
-        return f"{path}: {'over ' + str(LOADED_BYTES >> 30) + ' GiB' if len(data) > LOADED_BYTES else 'not an ELF file'}"
+        data = filekind.read_regular(path, LOADED_BYTES)
+    except filekind.Unreadable as exc:
+        return f"{path}: {exc}"
+    if not elf.is_elf(data):
+        return f"{path}: not an ELF file"
     try:
         return elf.read_library(path, data)
     except ValueError as exc:  # elf.ElfError, and what its layout checks raise

@@ -40,6 +40,7 @@ from typing import Any
 
 from smoke import paths, proc
 from smoke.errors import GateError
+from smoke.readers import filekind
 from smoke.readers.wheel import Wheel
 
 CONFIG = "executorch/share/cmake/executorch-config.cmake"
@@ -496,20 +497,8 @@ def kept_headers(key: str | None, folder: Path = KEPT) -> Headers | None:
         return None
     path = folder / f"{key}.json"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        import stat as stat_module
-
-        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, KEPT_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > KEPT_BYTES:
+        data = filekind.read_regular(path, KEPT_BYTES, follow=False)
+    except filekind.Unreadable:
         return None
     try:
         said = json.loads(data)

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+
+import pytest
 
 from smoke import tensors
 from smoke.checks import cppsdk
@@ -69,7 +72,12 @@ def test_a_wheel_without_a_cpp_runtime_is_told_apart(pypi_1_4_1, wheel_x86_64):
     assert consumer.nothing_to_judge(new) is None and consumer.missing_delegate(new, "xnnpack") is None
     assert consumer.components(new, "xnnpack") == ["runtime", "kernels_optimized", "kernels_quantized", "backend_xnnpack"]
     bare = dataclasses.replace(new, files=tuple(f for f in new.files if not f.startswith("executorch/share/cmake/")))
-    assert consumer.nothing_to_judge(bare) == "the wheel ships no C++ SDK (no executorch/share/cmake/executorch-config.cmake)"
+    # A C++ runtime without its package config is judged, and FAILs (issue 58: it was "ships no C++ SDK", a SKIP)
+    assert consumer.nothing_to_judge(bare) is None and consumer.missing_config(new) is None
+    assert str(consumer.missing_config(bare)).startswith("the wheel ships a C++ runtime (executorch/lib/libexecutorch.so) but "
+                                                         "no CMake package config")
+    sdk_less = dataclasses.replace(bare, files=tuple(f for f in bare.files if not f.startswith("executorch/lib/")))
+    assert consumer.nothing_to_judge(sdk_less) == "the wheel ships no C++ SDK (no executorch/share/cmake/executorch-config.cmake)"
     no_delegate = dataclasses.replace(new, files=tuple(f for f in new.files if f != consumer.library_of("backend_xnnpack")))
     assert "has no executorch::backend_xnnpack" in str(consumer.missing_delegate(no_delegate, "xnnpack"))
 
@@ -112,3 +120,41 @@ def test_one_runtime_core_in_the_cpp_process_fails_a_second_registry_among_the_l
     assert cppsdk.judge_core("not a list").status is Status.FAIL
     unread = cppsdk.judge_core(["/nowhere/libgone.so"])
     assert unread.status is Status.PASS and unread.reason.endswith("1 not read: /nowhere/libgone.so: No such file or directory")
+
+
+@pytest.mark.parametrize("what", ["fifo", "device", "folder"])
+def test_an_object_the_consumer_loaded_that_is_not_a_regular_file_is_said_not_read_never_waited_on(tmp_path, what):
+    """Issue 58: the parent opened each loaded object with open(): a FIFO there (no writer) blocked the gate for good."""
+    import os
+    import threading
+
+    path = tmp_path / "libodd.so"
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "folder":
+        path.mkdir()
+    else:
+        path = Path("/dev/zero")
+    found: list = []
+    worker = threading.Thread(target=lambda: found.append(cppsdk.judge_core([str(path)])), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert found, "judge_core waited on the path"
+    kind = {"fifo": "a FIFO", "device": "a character device", "folder": "a directory"}[what]
+    assert found[0].status is Status.PASS and found[0].reason.endswith(f"1 not read: {path}: {kind}, not a regular file")
+
+
+def test_the_bounded_reader_reads_a_regular_file_whole_and_refuses_one_over_its_limit_and_a_link_where_told(tmp_path):
+    from smoke.readers import filekind
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    assert filekind.read_regular(path, 100) == b"x" * 100
+    with pytest.raises(filekind.Unreadable, match=r"over 99 B \(100 B\)"):
+        filekind.read_regular(path, 99)
+    (tmp_path / "link").symlink_to(path)
+    assert filekind.read_regular(tmp_path / "link", 100) == b"x" * 100
+    with pytest.raises(filekind.Unreadable):
+        filekind.read_regular(tmp_path / "link", 100, follow=False)
+    with pytest.raises(filekind.Unreadable, match="No such file"):
+        filekind.read_regular(tmp_path / "none", 100)
