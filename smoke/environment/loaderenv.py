@@ -23,6 +23,17 @@ from smoke import paths, proc
 from smoke.errors import GateError
 
 CALLER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+# Every other variable the interpreter reads (Python's "Environment variables": PYTHON*, PYTHON_*) is the caller's too
+# and is removed (issue 58: with PYTHONWARNINGS=error a correct wheel FAILed `child process` on a DeprecationWarning
+# its users never see; PYTHONOPTIMIZE drops asserts, PYTHONSAFEPATH the gate's own import), except these, which change
+# only where output and bytecode go, never what runs: a shell that sets them keeps them.
+HARMLESS_PYTHON_VARIABLES = ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHON_COLORS",
+                             "PYTHON_HISTORY", "PYTHON_BASIC_REPL")
+
+
+def _interpreters(name: str) -> bool:
+    """A variable of the interpreter's the caller may have set, other than ``CALLER_VARIABLES`` and the harmless ones."""
+    return name.startswith("PYTHON") and name not in CALLER_VARIABLES and name not in HARMLESS_PYTHON_VARIABLES
 # The CI job's own files (GitHub Actions' workflow commands by file): the gate writes the step summary; code of the
 # wheel's, which runs in these processes, must not write the job's summary, variables, outputs or PATH (issue 48).
 CI_FILE_VARIABLES = ("GITHUB_STEP_SUMMARY", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE")
@@ -80,11 +91,13 @@ def finds_driver_alone(python: str | os.PathLike, env: Mapping[str, str]) -> boo
 
 
 def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable, **setting: str) -> LoaderEnv:
-    """``environ`` without the caller's ``CALLER_VARIABLES`` and the CI job's files (``CI_FILE_VARIABLES``), then ``setting`` (the gate's own
+    """``environ`` without the caller's ``CALLER_VARIABLES``, the interpreter's other variables (``_interpreters``) and the
+    CI job's files (``CI_FILE_VARIABLES``), then ``setting`` (the gate's own
     PYTHONPATH, PATH, ...); LD_LIBRARY_PATH keeps only the driver's folders, and only where the loader
     finds the driver nowhere else."""
-    env = {k: v for k, v in environ.items() if k not in CALLER_VARIABLES and k not in CI_FILE_VARIABLES}
-    removed = tuple(name for name in (*CALLER_VARIABLES, *CI_FILE_VARIABLES) if name in environ)
+    env = {k: v for k, v in environ.items() if k not in CALLER_VARIABLES and k not in CI_FILE_VARIABLES and not _interpreters(k)}
+    removed = tuple(name for name in (*CALLER_VARIABLES, *sorted(filter(_interpreters, environ)), *CI_FILE_VARIABLES)
+                    if name in environ)
     kept: list[str] = []
     holding = driver_folders(environ.get("LD_LIBRARY_PATH", ""))
     if holding and not finds_driver_alone(python, env):

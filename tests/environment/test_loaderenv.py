@@ -32,6 +32,17 @@ def test_each_callers_variable_is_removed_and_named(name, monkeypatch):
     assert made.line() == f"clean loader environment: removed the caller's {name}"
 
 
+@pytest.mark.parametrize("name", ["PYTHONWARNINGS", "PYTHONOPTIMIZE", "PYTHONSAFEPATH", "PYTHONDEVMODE", "PYTHON_GIL"])
+def test_the_interpreters_other_variables_are_removed_and_named_and_the_harmless_ones_kept(name, monkeypatch):
+    """Issue 58: the child ran `python -S` with the caller's PYTHONWARNINGS=error, and a correct wheel FAILed `child
+    process` on a DeprecationWarning its users never see."""
+    monkeypatch.setattr(loaderenv, "finds_driver_alone", _never_asked)
+    made = loaderenv.clean({"PATH": "/usr/bin", name: "error", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+                            "PYTHONSTARTUP": "/x.py"})
+    assert name not in made.env and made.env == {"PATH": "/usr/bin", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+    assert made.line() == f"clean loader environment: removed the caller's PYTHONSTARTUP, {name}"
+
+
 def test_all_of_them_named_in_one_line_and_the_gates_own_setting_kept(monkeypatch):
     monkeypatch.setattr(loaderenv, "finds_driver_alone", _never_asked)
     made = loaderenv.clean(CALLER, PYTHONPATH=str(REPO))

@@ -35,12 +35,13 @@ def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_li
     mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", drop=(openvino,))
     monkeypatch.setenv("LD_LIBRARY_PATH", str(copies))
     monkeypatch.setenv("PYTHONSTARTUP", str(tmp_path / "no-such-startup.py"))
+    monkeypatch.setenv("PYTHONWARNINGS", "error")  # issue 58: a warning the wheel's users never see FAILed the child
     # torch installed in the environment, as a user's is: with torch taken from another (--torch-from), its libraries
     # stand in for site-packages/torch/lib and the loader finds what this test removes
     proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), "--report-dir", str(tmp_path / "reports"))
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
-    assert "clean loader environment: removed the caller's LD_LIBRARY_PATH, PYTHONSTARTUP\n" in out
+    assert "clean loader environment: removed the caller's LD_LIBRARY_PATH, PYTHONSTARTUP, PYTHONWARNINGS\n" in out
     line = next(line for line in out.splitlines() if line.startswith("FAIL extension modules import: "))
     # _C needs the library; the LLM runner needs _C, and the training module's package imports it.
     assert line.startswith("FAIL extension modules import: 3 of 8 do not import in a clean environment: ")
@@ -51,7 +52,8 @@ def test_the_row_fails_a_wheel_missing_a_library_whose_copy_is_on_the_callers_li
     assert line.count(missing) == 3
     report = json.loads((tmp_path / "reports" / "cpu_x86_64.json").read_text())
     jsonschema.validate(report, SCHEMA)
-    assert report["loader_environment"] == {"removed": ["LD_LIBRARY_PATH", "PYTHONSTARTUP"], "driver_folders": []}
+    assert report["loader_environment"] == {"removed": ["LD_LIBRARY_PATH", "PYTHONSTARTUP", "PYTHONWARNINGS"],
+                                            "driver_folders": []}
     check = next(c for c in report["checks"] if c["name"] == "extension modules import")
     assert check["status"] == "fail" and check["measured"]["imported"] == 5
 
