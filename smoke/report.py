@@ -189,6 +189,47 @@ def finite(value: Any) -> Any:
     return value
 
 
+MAX_REPORT_BYTES = 1 << 20  # the most of one report the summary reads (smoke.commands.summary): written within it
+_KEEPS = (1000, 100, 10, 0)  # the most items of each list in a check's measured, tried in turn while over the limit
+
+
+def _cut(value: Any, keep: int) -> tuple[Any, int]:
+    """``value`` with every list in it cut to ``keep`` items, and how many items were left out."""
+    if isinstance(value, dict):
+        kept, out = {}, 0
+        for key, item in value.items():
+            kept[key], left = _cut(item, keep)
+            out += left
+        return kept, out
+    if isinstance(value, (list, tuple)):
+        items = [_cut(item, keep) for item in value[:keep]]
+        return [item for item, _ in items], len(value) - min(len(value), keep) + sum(left for _, left in items)
+    return value, 0
+
+
+def encoded(document: dict[str, Any], limit: int = MAX_REPORT_BYTES) -> bytes:
+    """The report's JSON, within ``limit`` bytes (issue 58: a wheel with thousands of RECORD mismatches wrote a report
+    the summary refused, and its release lost its verdict). Where it is over, each check's measured lists are cut,
+    to fewer items each time, each cut check saying how many it left out (``measured.cut_for_size``), and then each
+    reason to its first 2000 characters; the verdict, the counts and every check's status are never cut."""
+    def dumped(doc: dict[str, Any]) -> str:
+        return json.dumps(finite(doc), indent=2, default=str, allow_nan=False) + "\n"
+
+    data = dumped(document)
+    for keep in _KEEPS:
+        if len(data.encode()) <= limit - (limit >> 4):  # room for what redacting adds (a short token masked as ****)
+            break
+        checks = []
+        for check in document["checks"]:
+            measured, left = _cut(check.get("measured") or {}, keep)
+            if left:
+                measured = {**measured, "cut_for_size": {"kept_of_each_list": keep, "left_out": left}}
+            reason = check["reason"] if keep else check["reason"][:2000]
+            checks.append({**check, "measured": measured, "reason": reason})
+        data = dumped({**document, "checks": checks})
+    return markup.redact(data).encode()
+
+
 def write(run: Run, folder: Path) -> list[Path]:
     """The JSON report and the JUnit XML, as DIR/ROW.json and DIR/ROW.xml, each whole or not at all:
     written beside its place and renamed onto it (a rename replaces a link, never writes through it),
@@ -198,7 +239,7 @@ def write(run: Run, folder: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReportNotWritten(f"report folder {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
-    _replace(json_path, markup.redact(json.dumps(finite(to_json(run)), indent=2, default=str, allow_nan=False) + "\n").encode())
+    _replace(json_path, encoded(to_json(run)))
     junit = io.BytesIO()
     to_junit(run).write(junit, encoding="utf-8", xml_declaration=True)
     _replace(xml_path, markup.redact(junit.getvalue().decode("utf-8")).encode("utf-8"))

@@ -181,3 +181,28 @@ def test_a_report_of_outputs_that_are_nan_is_json_every_parser_reads(tmp_path):
     measured = next(c for c in data["checks"] if c["name"] == "extension modules import")["measured"]
     assert measured["max_abs_diff"] == "NaN" and measured["outputs"] == [["NaN", "Infinity", "-Infinity", 1.5]]
     assert measured["nested"] == {"diff": "NaN"}
+
+
+def test_a_report_of_thousands_of_findings_is_written_within_what_the_summary_reads_and_keeps_its_verdict(tmp_path):
+    """Issue 58: a wheel with thousands of RECORD mismatches wrote a report over the summary's 1 MiB limit, and its
+    release lost its verdict (`ERROR ... is over 1048576 bytes`). The lists are cut where it is written, saying so."""
+    from smoke.commands import summary
+    from smoke.results import failed
+
+    run = a_seed_run("cpu_x86_64")
+    mismatches = [{"file": f"executorch/data/file-{n:06d}.py", "recorded": "a" * 64, "found": "b" * 64} for n in range(20000)]
+    big = failed("wheel RECORD", f"{len(mismatches)} files do not match their sha256 in RECORD: " + "x" * 50_000,
+                 mismatched=mismatches, count=len(mismatches))
+    run = with_result(run, big)
+    json_path, _ = report.write(run, tmp_path)
+    assert json_path.stat().st_size <= report.MAX_REPORT_BYTES == summary.MAX_REPORT_BYTES
+    data = json.loads(json_path.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["verdict"] == "fail" and data["counts"]["fail"] == 1
+    check = next(c for c in data["checks"] if c["name"] == "wheel RECORD")
+    assert check["status"] == "fail" and check["measured"]["count"] == 20000
+    cut = check["measured"]["cut_for_size"]
+    assert len(check["measured"]["mismatched"]) == cut["kept_of_each_list"] < 20000 and cut["left_out"] == 20000 - cut["kept_of_each_list"]
+    assert summary.read_report(json_path) is not None  # the summary reads it: the release keeps its verdict
+    small = report.write(a_seed_run("cpu_x86_64"), tmp_path / "small")[0]
+    assert "cut_for_size" not in small.read_text()  # a report within the limit is written as it is

@@ -27,7 +27,7 @@ from smoke import markup, paths, stages
 from smoke.checks import pipeline
 from smoke.console import error, fail
 from smoke.errors import EXIT_FAILED, GateError
-from smoke.report import COMPARE, MODES, SCHEMA, append_to_step_summary
+from smoke.report import COMPARE, MAX_REPORT_BYTES, MODES, SCHEMA, append_to_step_summary
 from smoke.results import Status
 from smoke.rows import RELEASE_ROWS, ROWS
 from smoke.stages import MUST_EXECUTE
@@ -39,7 +39,6 @@ _SHOWN = {stages.DATA_FILE: ("data_file_bytes", "{} B"), stages.DELEGATE: ("pte_
 
 # The most of a file the summary reads: the largest report the gate has written here is 23,154 B
 # (docs/records/runs, a CUDA row of 27 checks), so a report 45 times that is not one of the gate's.
-MAX_REPORT_BYTES = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _FIX = "it is not a report this gate wrote: rerun that row, or remove the file"
 # The report schemas it reads: 3 named no gate (its rows' gate is shown as unknown), 4 names it (smoke.report.SCHEMA).
