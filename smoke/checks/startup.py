@@ -8,6 +8,8 @@ record it could write first (issue 37). No executorch release ships any.
 - An executed ``.pth`` line, a ``sitecustomize`` or ``usercustomize`` module, or a ``.pth`` folder holding one of the
   wheel's: FAIL, named, the line quoted.
 - A ``.pth`` that only adds folders to ``sys.path``: WARN (no code runs, but every program searches them).
+- A member that installs over the environment's own files (``pyvenv.cfg``, the interpreter, the activation scripts:
+  ``over_environment``), through the ``data`` or ``scripts`` scheme: FAIL, named (issue 58).
 
 The routes are ``site``'s own (CPython's Lib/site.py; line numbers of 3.11.7, the same rules through 3.14):
 ``main`` (584-611) calls ``addsitedir`` for each site-packages folder, then ``execsitecustomize`` and
@@ -24,6 +26,7 @@ non-comment line to ``sys.path`` as a folder where it exists; ``execsitecustomiz
 from __future__ import annotations
 
 import posixpath
+import re
 import zipfile
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -90,6 +93,23 @@ def customize_in(folder: str, installed: set[str]) -> str | None:
     return None
 
 
+# The environment's own files at its prefix, which a wheel's data or scripts scheme could install over (issue 58: uv
+# let a wheel's .data/data/pyvenv.cfg replace the environment's, whose include-system-site-packages = true made the
+# machine's packages importable in the child): the venv's configuration, which the interpreter reads at every start-up
+# (PEP 405), and the interpreter and activation scripts virtualenv and venv write into bin/.
+_ENVIRONMENT_FILES = re.compile(r"pyvenv\.cfg|bin/(python[0-9.]*|pythonw?|activate(_this\.py|\.[a-z0-9]+)?|pip[0-9.]*|uv|uvx)")
+
+
+def over_environment(member: str) -> str | None:
+    """Where a wheel member would install over one of the environment's own files (``_ENVIRONMENT_FILES``): its path
+    under the prefix; None for every other member. The ``data`` scheme installs at the prefix, ``scripts`` into bin/."""
+    parts = PurePosixPath(member).parts
+    if len(parts) < 3 or not parts[0].endswith(".data") or ".." in parts:
+        return None
+    where = "/".join(parts[2:]) if parts[1] == "data" else f"bin/{'/'.join(parts[2:])}" if parts[1] == "scripts" else None
+    return where if where is not None and _ENVIRONMENT_FILES.fullmatch(where) else None
+
+
 def executed_lines(text: str) -> list[str]:
     """The lines of a .pth file that ``site`` executes: those that begin with ``import`` and a space or a tab."""
     return [line.rstrip() for line in text.splitlines() if line.startswith(("import ", "import\t"))]
@@ -103,6 +123,10 @@ def check_startup_code(wheel: Wheel, row: Row, libraries: Libraries) -> CheckRes
         members = [member for member in archive.namelist() if not member.endswith("/")]
         installed = {where for member in members if (where := site_path(member)) is not None}
         for member in members:
+            if (over := over_environment(member)) is not None:
+                runs.append(f"{member} installs over the environment's own {over}, which the interpreter or its "
+                            f"activation reads at every start-up (a wheel installs only its own files)")
+                continue
             if (root := in_site_packages_root(member)) is None:
                 continue
             stem = root.split(".")[0]  # sitecustomize.py, sitecustomize.cpython-311-x86_64-linux-gnu.so, the package

@@ -33,6 +33,11 @@ def test_pypis_wheels_run_nothing_at_start_up(macos_1_5_1):
     ("executorch-1.5.1.data/data/lib/python3.11/site-packages/sitecustomize.py", b"print('hello')\n",
      "executorch-1.5.1.data/data/lib/python3.11/site-packages/sitecustomize.py is imported by site at every interpreter "
      "start-up as sitecustomize"),
+    # issue 58: uv let the data scheme replace the environment's pyvenv.cfg (the machine's packages then importable)
+    ("executorch-1.5.1.data/data/pyvenv.cfg", b"home = /usr/bin\ninclude-system-site-packages = true\n",
+     "executorch-1.5.1.data/data/pyvenv.cfg installs over the environment's own pyvenv.cfg"),
+    ("executorch-1.5.1.data/scripts/python3", b"#!/bin/sh\n", "executorch-1.5.1.data/scripts/python3 installs over the "
+     "environment's own bin/python3"),
 ])
 def test_code_the_wheel_runs_at_start_up_fails_naming_it(tmp_path, member, data, said):
     mutant = rewrite_wheel(pypi_wheel("x86_64"), tmp_path, add={member: data})
@@ -60,6 +65,18 @@ def test_a_pth_whose_folder_holds_the_wheel_s_sitecustomize_fails(tmp_path):
     assert line(proc, "FAIL start-up code: ").startswith(
         "FAIL start-up code: executorch_paths.pth adds 'executorch/_hooks' to sys.path, where the wheel ships "
         "executorch/_hooks/sitecustomize.py, which site imports at every interpreter start-up"), proc.stdout
+
+
+def test_only_the_environments_own_files_count_as_installed_over():
+    from smoke.checks.startup import over_environment
+
+    assert over_environment("executorch-1.5.1.data/data/pyvenv.cfg") == "pyvenv.cfg"
+    assert over_environment("executorch-1.5.1.data/data/bin/activate") == "bin/activate"
+    assert over_environment("executorch-1.5.1.data/scripts/pip3.11") == "bin/pip3.11"
+    assert over_environment("executorch-1.5.1.data/scripts/flatc") is None  # a script of its own
+    assert over_environment("executorch-1.5.1.data/data/share/pyvenv.cfg") is None
+    assert over_environment("pyvenv.cfg") is None  # in site-packages' root, not the prefix's
+    assert over_environment("executorch-1.5.1.data/headers/pyvenv.cfg") is None
 
 
 def test_only_what_lands_in_site_packages_root_counts():
