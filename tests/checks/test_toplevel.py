@@ -47,3 +47,42 @@ def test_a_wheel_without_top_level_txt_passes_saying_so(slim_x86_64, tmp_path):
     mutant = rewrite_wheel(slim_x86_64, tmp_path, drop=("executorch-1.5.1.dist-info/top_level.txt",))
     result = check_top_level_names(read_wheel(mutant), ROW, None)
     assert result.line() == "PASS top-level names: the wheel has no top_level.txt, which nothing requires (setuptools writes one)"
+
+
+# --- console scripts (issue 58) ---------------------------------------------------------------------------------
+
+def test_1_5_1s_flatc_command_names_a_module_it_ships_and_passes(wheel_x86_64):
+    from smoke.checks.toplevel import check_console_scripts
+
+    result = check_console_scripts(read_wheel(wheel_x86_64), ROW, None)
+    assert result.line() == "PASS console scripts: 1 command declared, each naming a module the wheel ships: flatc"
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("[console_scripts]\nflatc = executorch.data.binx:flatc\n",
+     "1 of the 1 commands executorch-1.5.1.dist-info/entry_points.txt declares cannot run: flatc = "
+     "executorch.data.binx:flatc: the wheel ships no module 'executorch.data.binx' (executorch/data/binx.py or "
+     "executorch/data/binx/__init__.py): every run of each ends in ModuleNotFoundError"),
+    ("[console_scripts]\nflatc = executorch.data.bin:flatc\n[gui_scripts]\nviewer = executorch_viewer.main:run [gui]\n",
+     "1 of the 2 commands executorch-1.5.1.dist-info/entry_points.txt declares cannot run: viewer = "
+     "executorch_viewer.main:run: the wheel ships no module 'executorch_viewer.main'"),
+])
+def test_a_command_whose_module_the_wheel_does_not_ship_fails_naming_it(wheel_x86_64, tmp_path, text, said):
+    """Issue 58: a console script whose module is not in the wheel PASSed inspect and the row; every run of the
+    command a user types ends in ModuleNotFoundError."""
+    from smoke.checks.toplevel import check_console_scripts
+
+    mutant = rewrite_wheel(wheel_x86_64, tmp_path, add={"executorch-1.5.1.dist-info/entry_points.txt": text.encode()})
+    result = check_console_scripts(read_wheel(mutant), ROW, None)
+    assert result.status is Status.FAIL and result.reason.startswith(said), result.line()
+
+
+def test_entry_points_that_declare_no_script_or_are_not_ini_pass_saying_so(wheel_x86_64, tmp_path):
+    from smoke.checks.toplevel import check_console_scripts, declared_scripts
+
+    assert declared_scripts("[executorch.plugins]\nx = a.b:c\n") == []
+    assert declared_scripts("no section header\n= =\n") == []
+    assert declared_scripts("[console_scripts]\nFlatC = a.b:c [extra]\n") == [("FlatC", "a.b", "c")]
+    mutant = rewrite_wheel(wheel_x86_64, tmp_path, drop=("executorch-1.5.1.dist-info/entry_points.txt",))
+    assert check_console_scripts(read_wheel(mutant), ROW, None).line() == (
+        "PASS console scripts: the wheel declares no entry points (no entry_points.txt)")

@@ -46,7 +46,7 @@ def test_nox_lists_the_rows_without_noise(gate_python):
 def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, declared_x86_64, tmp_path):
     proc = run(gate_python, "-m", "nox", "-s", "inspect", "--", str(declared_x86_64), "--row", "cpu_x86_64", "--report-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "inspect-cpu_x86_64: PASSED: 13 passed, 0 failed, 0 skipped" in proc.stdout
+    assert "inspect-cpu_x86_64: PASSED: 14 passed, 0 failed, 0 skipped" in proc.stdout
     assert "uv binary not found" not in proc.stdout + proc.stderr
     reports = REPO / "docs" / "records" / "runs" / "2026-12-05-device-after-redesign"  # the CUDA row's report of schema 3, from the GPU
     proc = run(gate_python, "-m", "nox", "-s", "summary", "--", str(reports), "--release", "cuda")
@@ -63,7 +63,7 @@ def test_inspect_and_summary_run_with_the_gate_requirements_alone(gate_python, d
 # gains without an entry here fails the test, so none goes untried.
 _QUICK_START = "python3 -m venv .venv && .venv/bin/python -m pip install -r requirements-gate.txt"
 _EXPECTED = {
-    _QUICK_START: (0, ["cpu_x86_64: PASSED: 41 passed, 0 failed, 1 skipped",
+    _QUICK_START: (0, ["cpu_x86_64: PASSED: 42 passed, 0 failed, 1 skipped",
                        "SKIP OpenVINO model: not run: the OpenVINO export stack is not installed",
                        "policy: torch is user-supplied (torch = 'user-supplied', --policy '",
                        "/docs/examples/torch-user-supplied.toml')", "installing with uv ("]),

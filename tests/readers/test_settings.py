@@ -115,9 +115,9 @@ def test_without_a_waiver_the_finding_fails_and_the_windows_library_only_warns(t
     assert "WARN foreign files: 1 file of another platform than Linux, which nothing here loads: " \
            "executorch/data/lib/aoti_cuda_shims.lib (a Windows library archive)" in out
     assert f"FAIL one runtime core: two copies of the runtime's state in one process: {QNN}" in out
-    assert "inspect-cpu_x86_64: FAILED: 10 passed, 1 failed, 0 skipped, 2 warned in " in out
+    assert "inspect-cpu_x86_64: FAILED: 11 passed, 1 failed, 0 skipped, 2 warned in " in out
     jsonschema.validate(report, SCHEMA)
-    assert report["counts"] == {"pass": 10, "fail": 1, "skip": 0, "warn": 2, "waived": 0} and report["strict"] is False
+    assert report["counts"] == {"pass": 11, "fail": 1, "skip": 0, "warn": 2, "waived": 0} and report["strict"] is False
 
 
 @pytest.mark.slow
@@ -132,7 +132,7 @@ def test_a_waiver_with_a_reason_makes_the_fail_waived_and_the_row_pass(tmp_path)
     assert QNN in waived and waived.endswith("(waived: QNN's AOT library is loaded by a QNN export only)")
     assert "waiver unused: [[waive]] check = 'wheel RECORD' matched no finding of this run (never needed)" in out
     assert "policy: torch is declared (the default for a release version, 1.4.1); 2 waivers" in out
-    assert "inspect-cpu_x86_64: PASSED: 10 passed, 0 failed, 0 skipped, 2 warned, 1 waived in " in out
+    assert "inspect-cpu_x86_64: PASSED: 11 passed, 0 failed, 0 skipped, 2 warned, 1 waived in " in out
     jsonschema.validate(report, SCHEMA)
     check = next(c for c in report["checks"] if c["name"] == "one runtime core")
     assert check["status"] == "waived"
@@ -170,7 +170,7 @@ def test_strict_makes_a_warning_fail_from_the_policy_or_the_command_line(tmp_pat
         proc, report = _inspect_141(tmp_path, "--policy", str(policy), *args)
         out = proc.stdout
         assert proc.returncode == 1, out + proc.stderr
-        assert "inspect-cpu_x86_64: FAILED: 10 passed, 0 failed, 0 skipped, 2 warned, 1 waived (strict: warnings fail) in " in out
+        assert "inspect-cpu_x86_64: FAILED: 11 passed, 0 failed, 0 skipped, 2 warned, 1 waived (strict: warnings fail) in " in out
         jsonschema.validate(report, SCHEMA)
         assert report["verdict"] == "fail" and report["strict"] is True and report["exit_code"] == 1
         assert '<failure message="1 file of another platform than Linux' in (tmp_path / "reports" / "inspect-cpu_x86_64.xml").read_text()
@@ -230,7 +230,7 @@ def test_waivers_of_each_known_finding_pass_the_real_wheel(wheel_x86_64, tmp_pat
     policy.write_text(KNOWN_1_5_1)
     proc = nox("-s", "inspect", "--", str(wheel_x86_64), "--row", "cpu_x86_64", "--policy", str(policy))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "inspect-cpu_x86_64: PASSED: 11 passed, 0 failed, 0 skipped, 2 waived in " in proc.stdout
+    assert "inspect-cpu_x86_64: PASSED: 12 passed, 0 failed, 0 skipped, 2 waived in " in proc.stdout
 
 
 @pytest.mark.slow
@@ -245,7 +245,7 @@ def test_a_new_finding_of_a_waived_check_is_not_waived_with_the_known_ones(wheel
     assert proc.returncode == 1, proc.stdout + proc.stderr
     fail = next(line for line in proc.stdout.splitlines() if line.startswith("FAIL libraries resolve: "))
     assert "(not waived: 1 of its 6 findings no waiver accepts: executorch/lib/libnew_thing.so needs libnowhere.so" in fail
-    assert "inspect-cpu_x86_64: FAILED: 11 passed, 1 failed, 0 skipped, 1 waived in " in proc.stdout
+    assert "inspect-cpu_x86_64: FAILED: 12 passed, 1 failed, 0 skipped, 1 waived in " in proc.stdout
     # each finding its own item in the JSON report, with the waiver that accepts it or none
     checks = json.loads((reports / "inspect-cpu_x86_64.json").read_text())["checks"]
     findings = next(c for c in checks if c["name"] == "libraries resolve")["measured"]["findings"]
