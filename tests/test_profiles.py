@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from hypothesis import settings
 
 from tests.conftest import PROFILE_CAPS
@@ -58,6 +59,7 @@ def test_the_cap_loaded():
     print("CAP", settings().max_examples)
 
 
+@pytest.mark.slow  # three pytest runs in processes of their own (5 s): CI runs it
 def test_the_profile_a_run_loads_is_the_one_it_names():
     """pytest --hypothesis-profile=NAME reaches the tests' settings; without it, `quick` (the fast tier's)."""
     for args, cap in (([], PROFILE_CAPS["quick"]), (["--hypothesis-profile=ci"], PROFILE_CAPS["ci"]),
