@@ -550,7 +550,20 @@ def _origin_only(search_path: str) -> str:
     return ":".join(entry for entry in search_path.split(":") if entry.startswith("$ORIGIN"))
 
 
-def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str]) -> Deployed:
+def shipped_libraries(files: tuple[str, ...] | list[str]) -> list[str]:
+    """The shared libraries the wheel ships under ``executorch/`` (its root, or its purelib/platlib schemes), as paths
+    relative to site-packages: what the deployment copies, and nothing else the installed folder may hold."""
+    found = []
+    for member in files:
+        parts = member.split("/")
+        if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
+            parts = parts[2:]
+        if parts[0] == "executorch" and ".." not in parts and "include" not in parts and re.search(r"\.so(\.|$)", parts[-1]):
+            found.append("/".join(parts))
+    return sorted(set(found))
+
+
+def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str], shipped: list[str] | None = None) -> Deployed:
     """The consumer deployed as upstream's test deploys it (``_assert_runs_relocated``, pytorch/executorch main): a copy
     beside a copy of the runtime's libraries, every absolute entry of their search paths removed, so that only
     ``$ORIGIN`` can find them. The copy keeps the package's layout (``executorch/bin/consumer`` beside
@@ -565,8 +578,12 @@ def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str]) -> Deplo
         shutil.rmtree(root)
     package = root / "executorch"
     copies = []
-    for library in sorted((site / "executorch").rglob("*.so*")):
-        if library.is_file() and not library.is_symlink() and "/include/" not in str(library):
+    # Only the libraries the wheel ships (issue 58: every *.so* under the installed folder was copied, what the
+    # wheel's code wrote there at run time too, and a sparse file came out dense: 1 GiB of zeros kept)
+    libraries = ([site / path for path in shipped] if shipped is not None else
+                 sorted(p for p in (site / "executorch").rglob("*.so*") if "/include/" not in str(p)))
+    for library in libraries:
+        if library.is_file() and not library.is_symlink():
             target = package / library.relative_to(site / "executorch")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(library, target)
@@ -675,7 +692,7 @@ class Consumer:
                 return Built(None, f"the consumer's {what} against the installed package config ({' '.join(wanted)}) "
                                    f"{'ran past ' + str(BUILD_SECONDS) + ' s' if code == -9 else f'exited {code}'}: "
                                    f"{_errors(log)}", failed=True, headers=headers)
-        deployed = deploy(binary, self.site, self.folder, self.env)
+        deployed = deploy(binary, self.site, self.folder, self.env, shipped_libraries(self.wheel.files))
         (self.folder / "deployed.json").write_text(json.dumps({"binary": str(deployed.binary or ""), "said": deployed.said,
                                                               "failed": deployed.failed}))
         mark.write_text(key)

@@ -1,6 +1,7 @@
 """The headers' verdict kept across environments (smoke.environment.consumer: headers_key, kept_headers, keep_headers):
 taken only for the same bytes, links, compiler and compile variables, and only from a whole file the gate wrote for
-that key; a failure is never kept; a FIFO, an oversized or a foreign file at the key's name is no verdict."""
+that key; a failure is never kept; a FIFO, an oversized or a foreign file at the key's name is no verdict. And the
+consumer's deployment (consumer.deploy): it copies only the libraries the wheel ships."""
 
 from __future__ import annotations
 
@@ -93,3 +94,26 @@ def test_a_folder_that_cannot_be_written_keeps_nothing_and_says_nothing(tmp_path
     kept.write_text("a file where the folder would be")
     keep_headers(key, Headers(3, ()), kept)  # no exception: the run's verdict is its own either way
     assert kept.read_text() == "a file where the folder would be"
+
+
+def test_the_deployment_copies_only_the_libraries_the_wheel_ships(tmp_path, wheel_x86_64):
+    """Issue 58: every *.so* under the installed executorch/ was copied, what the wheel's code wrote there at run time
+    too, and a sparse file came out dense (1 GiB of zeros kept with the environment)."""
+    from smoke.readers.wheel import read_wheel
+
+    if consumer.find_patchelf() is None:
+        pytest.skip("no patchelf")
+    shipped = consumer.shipped_libraries(read_wheel(wheel_x86_64).files)
+    assert len(shipped) == 18 and "executorch/lib/libexecutorch.so" in shipped  # 1.5.1's, as its row deploys them
+    assert not any("/include/" in path for path in shipped)
+    site = tmp_path / "site"
+    (site / "executorch" / "lib").mkdir(parents=True)
+    (site / "executorch" / "lib" / "libexecutorch.so").write_bytes(b"not an ELF file, copied as it is")
+    with open(site / "executorch" / "lib" / "libwritten_at_run_time.so", "wb") as handle:
+        handle.truncate(1 << 30)  # sparse: 1 GiB that takes no disk until copied
+    binary = tmp_path / "consumer"
+    binary.write_bytes(b"#!/bin/sh\n")
+    done = consumer.deploy(binary, site, tmp_path / "folder", ENV, ["executorch/lib/libexecutorch.so"])
+    assert done.said == "the consumer and 1 libraries copied, their search paths $ORIGIN-relative only", done.said
+    copied = sorted(p.name for p in (tmp_path / "folder" / "deployed" / "executorch" / "lib").iterdir())
+    assert copied == ["libexecutorch.so"]
