@@ -206,3 +206,17 @@ def test_a_report_of_thousands_of_findings_is_written_within_what_the_summary_re
     assert summary.read_report(json_path) is not None  # the summary reads it: the release keeps its verdict
     small = report.write(a_seed_run("cpu_x86_64"), tmp_path / "small")[0]
     assert "cut_for_size" not in small.read_text()  # a report within the limit is written as it is
+
+
+def test_the_schema_takes_every_name_the_clean_loader_environment_removes():
+    """Issue 58: the interpreter's other variables (PYTHONWARNINGS) are removed too; the schema's list held the six
+    caller variables alone, and neither them nor the CI job's files (GITHUB_ENV), which are removed as well."""
+    from smoke.environment import loaderenv
+
+    made = loaderenv.clean({"PATH": "/usr/bin", "PYTHONWARNINGS": "error", "GITHUB_ENV": "/x", "LD_PRELOAD": "/y.so"},
+                           python="/nonexistent-python")
+    run = a_seed_run("cpu_x86_64")
+    run.loader_env = made.to_json()
+    data = report.to_json(run)
+    assert data["loader_environment"]["removed"] == ["LD_PRELOAD", "PYTHONWARNINGS", "GITHUB_ENV"]
+    jsonschema.validate(data, SCHEMA)
