@@ -455,7 +455,8 @@ COMPILE_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCL
 def headers_key(site: Path, compiler: str, env: dict[str, str]) -> str | None:
     """The sha256 of what ``headers_alone``'s verdict is a function of: every file and link under the include folder
     (its path, and its bytes or the link's text), the compiler (its resolved path, size, modification time and what
-    ``--version`` says), the compile's variables, and this module's text. None where it cannot be known within bounds."""
+    ``--version`` says) and its system include folders (``_system_include_folders``), the compile's variables, and
+    this module's text. None where it cannot be known within bounds."""
     include = site / "executorch" / "include"
     resolved = shutil.which(compiler, path=env.get("PATH")) or compiler
     try:
@@ -463,8 +464,11 @@ def headers_key(site: Path, compiler: str, env: dict[str, str]) -> str | None:
         version = proc.run([resolved, "--version"], what="the C++ compiler", timeout=60, check=False, env=env)
     except (OSError, GateError):
         return None
+    searched = _system_include_folders(resolved, env)
+    if searched is None:
+        return None
     digest = hashlib.sha256(json.dumps([
-        os.path.realpath(resolved), stat.st_size, stat.st_mtime_ns, version.returncode, version.stdout,
+        os.path.realpath(resolved), stat.st_size, stat.st_mtime_ns, version.returncode, version.stdout, searched,
         [(name, env.get(name)) for name in COMPILE_VARIABLES],
         hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]).encode())
     hashed = 0
@@ -488,6 +492,21 @@ def headers_key(site: Path, compiler: str, env: dict[str, str]) -> str | None:
             except OSError:
                 return None
     return digest.hexdigest()
+
+
+def _system_include_folders(compiler: str, env: dict[str, str]) -> list[tuple[str, int]] | None:
+    """The folders the compiler searches for ``<...>`` headers (what ``-E -v`` lists), each with its modification time:
+    an upgrade of the C++ library's headers replaces files there, which changes the folder's time, so a verdict kept
+    before it is not taken after. None where the compiler does not say."""
+    try:
+        done = proc.run([compiler, "-x", "c++", "-E", "-v", os.devnull], what="the C++ compiler's search path", timeout=60,
+                        check=False, env=env)
+        said = done.stderr.splitlines()
+        start = said.index("#include <...> search starts here:")
+        end = said.index("End of search list.", start)
+        return [(os.path.realpath(line.strip()), os.stat(line.strip()).st_mtime_ns) for line in said[start + 1:end]]
+    except (OSError, ValueError, GateError):
+        return None
 
 
 def kept_headers(key: str | None, folder: Path = KEPT) -> Headers | None:

@@ -117,3 +117,17 @@ def test_the_deployment_copies_only_the_libraries_the_wheel_ships(tmp_path, whee
     assert done.said == "the consumer and 1 libraries copied, their search paths $ORIGIN-relative only", done.said
     copied = sorted(p.name for p in (tmp_path / "folder" / "deployed" / "executorch" / "lib").iterdir())
     assert copied == ["libexecutorch.so"]
+
+
+def test_a_system_include_folder_changed_since_gives_another_key(tmp_path):
+    """The key holds the compiler's header search folders with their times: an upgrade of the C++ library's headers
+    (files replaced in /usr/include/c++/N) changes its folder's time, and a verdict kept before it is not taken."""
+    site = _site(tmp_path)
+    extra = tmp_path / "system-headers"
+    extra.mkdir()
+    env = {**ENV, "CPLUS_INCLUDE_PATH": str(extra)}  # a search folder this test can touch, as an upgrade would
+    searched = consumer._system_include_folders(COMPILER, env)
+    assert searched is not None and str(extra) in [folder for folder, _ in searched]
+    key = headers_key(site, COMPILER, env)
+    os.utime(extra, ns=(1, 1))
+    assert headers_key(site, COMPILER, env) not in (key, None)
