@@ -101,17 +101,17 @@ def check_console_scripts(wheel: Wheel, row: Row, libraries: Libraries) -> Check
     declared_in = next((f for f in wheel.files if f.endswith(".dist-info/entry_points.txt") and f.count("/") == 1), None)
     if declared_in is None:
         return passed(name, "the wheel declares no entry points (no entry_points.txt)", commands=[])
-    files = {where: member for member in wheel.files if (where := site_path(member)) is not None}
+    installed = {where for member in wheel.files if (where := site_path(member)) is not None}
     with zipfile.ZipFile(wheel.path) as archive:
         text = read_member(archive, declared_in, wheel.filename)[:ENTRY_POINTS_CAP].decode("utf-8", "replace")
         scripts = declared_scripts(text)
         broken = []
         for command, module, attribute in scripts:
             base = module.replace(".", "/")
-            source = next((files[c] for c in (f"{base}.py", f"{base}/__init__.py") if c in files), None)
+            source = f"{base}.py" in installed or f"{base}/__init__.py" in installed
             extension = any(where.startswith(f"{base}.") and where.endswith((".so", ".pyd")) and "/" not in where[len(base):]
-                            for where in files)
-            if not module or (source is None and not extension):
+                            for where in installed)
+            if not module or not (source or extension):
                 broken.append(f"{plain(command)[:80]} = {plain(module)[:120]}:{plain(attribute)[:80]}: the wheel ships no module "
                               f"{plain(module)[:120]!r} ({base}.py or {base}/__init__.py)")
     commands = [command for command, _, _ in scripts][:50]

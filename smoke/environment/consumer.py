@@ -445,11 +445,10 @@ def headers_alone(site: Path, compiler: str, env: dict[str, str], timeout: float
 KEPT = paths.GATE / "cpp-headers"  # verdicts with no failure, one file a key (headers_key); only the gate writes here
 KEPT_BYTES = 1 << 20  # what is read of one kept verdict
 HASHED_BYTES = 1 << 30  # the most of the include folder hashed for a key: past it, nothing is kept
-# What a compile reads from its environment beside its command line (GCC's "Environment Variables" chapter, and the
-# locale its messages are in): part of the key, so a run whose compiles could differ never takes another's verdict.
-COMPILE_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "GCC_EXEC_PREFIX",
-                     "COMPILER_PATH", "LIBRARY_PATH", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "SOURCE_DATE_EPOCH",
-                     "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TMPDIR")
+# What a compile reads from its environment beside its command line: the build's variables (which build_environment
+# leaves out, but headers_key may be given any environment), and what the build keeps (the locale its messages are
+# in, ...): part of the key, so a run whose compiles could differ never takes another's verdict.
+COMPILE_VARIABLES = (*BUILD_VARIABLES, "SOURCE_DATE_EPOCH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TMPDIR")
 
 
 def headers_key(site: Path, compiler: str, env: dict[str, str]) -> str | None:
@@ -535,17 +534,17 @@ def keep_headers(key: str | None, headers: Headers, folder: Path = KEPT) -> None
     keeps nothing; the run's verdict is the same."""
     if key is None or headers.failures or headers.earlier is not None:
         return
+    written = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".kept-", suffix=".tmp", delete=False) as handle:
+            written = handle.name
             json.dump({"key": key, "count": headers.count, "failures": [], "unjudged": [list(p) for p in headers.unjudged]},
                       handle)
-        os.replace(handle.name, folder / f"{key}.json")
+        os.replace(written, folder / f"{key}.json")
     except OSError:
-        try:
-            os.unlink(handle.name)
-        except (OSError, UnboundLocalError):
-            pass
+        if written is not None:
+            Path(written).unlink(missing_ok=True)
 
 
 def _not_alone_by_design(header: Path) -> bool:
@@ -582,7 +581,7 @@ def shipped_libraries(files: tuple[str, ...] | list[str]) -> list[str]:
     return sorted(set(found))
 
 
-def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str], shipped: list[str] | None = None) -> Deployed:
+def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str], shipped: list[str]) -> Deployed:
     """The consumer deployed as upstream's test deploys it (``_assert_runs_relocated``, pytorch/executorch main): a copy
     beside a copy of the runtime's libraries, every absolute entry of their search paths removed, so that only
     ``$ORIGIN`` can find them. The copy keeps the package's layout (``executorch/bin/consumer`` beside
@@ -599,9 +598,7 @@ def deploy(binary: Path, site: Path, folder: Path, env: dict[str, str], shipped:
     copies = []
     # Only the libraries the wheel ships (issue 58: every *.so* under the installed folder was copied, what the
     # wheel's code wrote there at run time too, and a sparse file came out dense: 1 GiB of zeros kept)
-    libraries = ([site / path for path in shipped] if shipped is not None else
-                 sorted(p for p in (site / "executorch").rglob("*.so*") if "/include/" not in str(p)))
-    for library in libraries:
+    for library in (site / path for path in shipped):
         if library.is_file() and not library.is_symlink():
             target = package / library.relative_to(site / "executorch")
             target.parent.mkdir(parents=True, exist_ok=True)
