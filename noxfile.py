@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import nox
-from nox.command import CommandFailed
 from packaging.utils import canonicalize_name
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -163,17 +162,29 @@ def _fast_tier(args: list[str]) -> bool:
     return any("not slow" in " ".join(mark.split()) for mark in marks)
 
 
+def workers() -> int:
+    """pytest-xdist's workers: one more than the cores this process may use. The integration runs wait on the disk
+    (each environment's 5 GB copy) and on their own processes, and two workers kept the two cores here 83% busy
+    (ci4, docs/records/runs/2026-12-07-tests-time); a third takes the rest (2026-12-08's records)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores + 1
+
+
 def pytest_arguments(given: list[str]) -> list[str]:
-    """pytest's arguments for the arguments given after --: every core unless they say otherwise, and the Hypothesis
-    profile (tests/conftest.py) unless they name one: `quick` for the fast tier, `ci` for the whole suite."""
+    """pytest's arguments for the arguments given after --: the workers (``workers``) unless they say otherwise, and
+    the Hypothesis profile (tests/conftest.py) unless they name one: `quick` for the fast tier, `ci` for the whole
+    suite."""
     args = list(given)
     if not _chooses_workers(given):
-        # Every core (pytest-xdist); the slow tests are handed out first (tests/conftest.py), a group's tests kept on one
-        # worker (xdist_group). -n 0 (or -p no:xdist) runs them in this process.
-        args = ["-n", "auto", "--dist", "loadgroup", *args]
+        # The slow tests are handed out first (tests/conftest.py), a group's tests kept on one worker (xdist_group).
+        # -n 0 (or -p no:xdist) runs them in this process.
+        args = ["-n", str(workers()), "--dist", "loadgroup", *args]
     if not any(arg.startswith("--hypothesis-profile") for arg in given):
         args = [f"--hypothesis-profile={'quick' if _fast_tier(given) else 'ci'}", *args]
-    if not any(arg.startswith("--durations") for arg in given):  # the slowest, said at the end of each run (issue 57)
+    if not any(arg.startswith("--durations") for arg in given):  # the slowest, said at the end of the run (issue 57)
         args = [*args, "--durations=20"]
     return args
 
@@ -182,7 +193,7 @@ def pytest_arguments(given: list[str]) -> list[str]:
 # machine without one named version still runs them; one that is too old is a failure naming the fix, never a skip.
 @nox.session(reuse_venv=True)
 def tests(session: nox.Session) -> None:
-    """The gate's own tests, on every core: the fast ones, then the integration runs (tests/integration); -- -m 'not slow' for the fast tier alone."""
+    """The gate's own tests, on every core, the integration runs (tests/integration) among them; -- -m 'not slow' for the fast tier alone."""
     if sys.version_info < SUPPORTED_PYTHON:
         session.error(f"the gate's tests need Python {'.'.join(map(str, SUPPORTED_PYTHON))} or newer, and nox runs on "
                       f"{sys.version.split()[0]} ({sys.executable}): make the .venv with a newer python3 "
@@ -190,20 +201,9 @@ def tests(session: nox.Session) -> None:
     _install_said(session, "requirements-test.txt")
     given = list(session.posargs)
     args = pytest_arguments(given)
-    if _names_paths(given):  # the tests named, in one run
-        session.run("pytest", *args)
-        return
-    # Two runs, so that the fast tests report first; the integration runs go on after a fast test failed (CI runs
-    # them all), and the session fails for either. Arguments that select a half's tests out (-m, -k) are no failure.
-    chosen = {"success_codes": [0, 5]} if given else {}
-    try:
-        session.run("pytest", f"--ignore={INTEGRATION}", *args, **chosen)
-        fast = None
-    except CommandFailed as failure:
-        fast = failure
-    if _fast_tier(given):  # every test in tests/integration is slow: its run would end "no tests ran"
-        session.log(f"the fast tier: {INTEGRATION} not run (every test there is marked slow; CI runs them)")
-    else:
-        session.run("pytest", INTEGRATION, *args, **chosen)
-    if fast is not None:
-        raise fast
+    if _fast_tier(given) and not _names_paths(given):
+        # Every test in tests/integration is slow (tests/test_profiles.py): the fast tier does not even collect them.
+        args = [f"--ignore={INTEGRATION}", *args]
+    # One run: the slow tests go out first and the fast ones fill the workers' ends (two runs, the fast half first, left
+    # a worker idle at the end of each).
+    session.run("pytest", *args)

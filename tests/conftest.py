@@ -15,7 +15,7 @@ from tests.helpers import declare_torch, make_cuda_wheel, patchelf_path, platfor
 # `ci` for the whole suite (what .ci/run runs: the noxfile's tests session loads it), `thorough` with every property's
 # own count, run before a release and weekly (.github/workflows: nox -s tests -- --hypothesis-profile=thorough).
 # A run loads one with --hypothesis-profile=NAME; without it, `quick`.
-PROFILE_CAPS = {"quick": 25, "ci": 100, "thorough": 1_000_000}
+PROFILE_CAPS = {"quick": 25, "ci": 50, "thorough": 1_000_000}
 for _name, _cap in PROFILE_CAPS.items():
     settings.register_profile(_name, max_examples=_cap)
 settings.load_profile("quick")

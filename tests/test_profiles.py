@@ -34,7 +34,8 @@ def test_ci_runs_the_readmes_test_command_which_loads_the_ci_profile():
     assert nox.pytest_arguments(["-m", "not slow"])[0] == "--hypothesis-profile=quick"  # the fast tier
     assert nox.pytest_arguments(["-m", "not   slow and not network"])[0] == "--hypothesis-profile=quick"
     given = ["--hypothesis-profile=thorough"]
-    assert nox.pytest_arguments(given) == ["-n", "auto", "--dist", "loadgroup", *given, "--durations=20"]
+    assert nox.pytest_arguments(given) == ["-n", str(nox.workers()), "--dist", "loadgroup", *given, "--durations=20"]
+    assert nox.workers() == len(__import__("os").sched_getaffinity(0)) + 1
 
 
 def test_a_profile_caps_each_propertys_own_count_and_thorough_keeps_it():

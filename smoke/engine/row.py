@@ -26,7 +26,7 @@ from smoke.backends import cuda_checks
 from smoke.checks import controls, cppsdk, exported, installed, kinds, outputs, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
 from smoke.environment import build as environment
-from smoke.environment import consumer, download, installer, loaderenv, reference
+from smoke.environment import consumer, download, installer, loaderenv, reference, unchanged
 from smoke.environment import folders as owned
 from smoke.environment.follow import ChildEvents, RefusedRecord, StopChild, judge_child, run_child
 from smoke.errors import EXIT_FAILED, GateError, MachineError
@@ -188,6 +188,8 @@ class Built:
     env: environment.Env
     code: Path
     child_env: dict[str, str]
+    noted: unchanged.Noted  # its files but the wheel's, before any of the wheel's code ran (eager's answer is held to them)
+    eager_code: Path  # the gate's code the reference imports: a copy of its own, noted
 
 
 def _gate(row: Row, options: opts.Options, stack: contextlib.ExitStack) -> int:
@@ -448,7 +450,15 @@ def environment_built(context: Context, judged: Judged, files: FileWork) -> Buil
     loader = loaderenv.for_environment(env.python, code)  # the child passes it on to its own processes
     run.loader_env = loader.to_json()
     say(loader.line())
-    return Built(env, code, loader.env)
+    # Before the first process that runs the wheel's code (the probe, the extension modules, the child): eager's answer
+    # is computed from these files later, and refused if any is not as noted (issue 58).
+    # The reference imports the gate's code from a copy of its own, noted whole (code of the wheel could rewrite the
+    # checkout's, or leave a compiled file there).
+    torch_from = environment.torch_site_packages(options.torch_from) if options.torch_from is not None else None
+    eager_code = context.stack.enter_context(loaderenv.private_code())
+    noted = unchanged.note(unchanged.site_folders(Path(env.location), torch_from), reference.installed_files(wheel)[0],
+                           whole=[str(eager_code)])
+    return Built(env, code, loader.env, noted, eager_code)
 
 
 def environment_probed(context: Context, judged: Judged, built: Built, files: FileWork) -> None | Stop:
@@ -484,7 +494,8 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     cmd = [str(env.python), "-S", "-m", "smoke.child", str(row_file), str(workdir), str(record), *opts.child_arguments(options)]
     # Eager's answers, beside the child, in a process where the wheel's code does not run: the runs' outputs are held
     # to them here (smoke.checks.outputs), never to the child's own comparison (issue 48).
-    eager = reference.Later(env.python, built.code, built.child_env, judged.wheel)  # begun as the child's imports end
+    eager = reference.Later(env.python, built.eager_code, built.child_env, judged.wheel, built.noted)  # begun as the child's imports end
+    context.stack.callback(_kept_only_unchanged, built)  # after every process in it ended (the stack unwinds in reverse)
     context.stack.callback(eager.end)
     sdk = _cpp_consumer(context, judged.wheel, Path(env.location), built.child_env)  # built beside the child (issue 49)
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
@@ -514,6 +525,14 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
         emit(run, failed(stages.EXECUTED.name, f"the {row.name} row must execute, and these of its checks did not run: "
                                                f"{'; '.join(unrun)}", unrun=unrun))
     return work
+
+
+def _kept_only_unchanged(built: Built) -> None:
+    """An environment whose files (not the wheel's) the wheel's code changed is not reused: a later run would compute
+    eager's answer from them (issue 58). Its stamp is removed, so the next run builds it afresh."""
+    if why := built.noted.differs():
+        environment.unstamp(Path(built.env.location))
+        say(f"the environment in {built.env.location} is not reused: {why}")
 
 
 def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path,

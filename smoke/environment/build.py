@@ -123,6 +123,8 @@ def _stamp(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
 def _made_from(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> dict:
     fields = {k: str(v) for k, v in asdict(options).items() if k not in ("env_dir", "reuse_env")}
     fields["venv_backend"] = installer.choose_backend(options.venv_backend)[0]  # what auto chose
+    if fields["venv_backend"] == "uv":  # an environment of hard links to uv's cache (before issue 58) is built again
+        fields["link_mode"] = installer.LINK_MODE
     return {
         "wheel": wheel.filename,
         "wheel_sha256": wheel.sha256,
@@ -230,6 +232,11 @@ def will_reuse(wheel: Wheel, interpreter: Interpreter, options: EnvOptions) -> b
     python = location / _venv_python()
     return (options.reuse_env and python.exists()
             and _stamped(location / STAMP) == _stamp(wheel, interpreter, options))
+
+
+def unstamp(location: Path) -> None:
+    """The environment in ``location`` is no longer taken as built: the next run builds it afresh."""
+    (location / STAMP).unlink(missing_ok=True)
 
 
 @contextmanager

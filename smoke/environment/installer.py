@@ -31,6 +31,7 @@ from smoke import proc
 from smoke.errors import EnvironmentBuildError
 
 BACKENDS = ("auto", "uv", "virtualenv")
+LINK_MODE = "copy"  # how uv puts a package's files in the environment (pip always copies: its cache holds wheels)
 UV_HINT = "install it with `python -m pip install uv` in the interpreter that runs the gate (requirements-gate.txt has it)"
 
 
@@ -175,8 +176,13 @@ class Installer:
             # --compile-bytecode: as pip does by default; without it, the first run's imports compile torch's and the
             # runtime's modules, in every process that imports them at once, and the cold run is longer than its
             # build by that (issue 35: the cold run's extra over a warm one is the build alone).
-            cmd = [self.uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(self.python),
-                   "--index-strategy", "unsafe-best-match", *self.sources.uv_flags()]
+            # --link-mode copy: the environment's files are its own (issue 58). uv's default hard-links them from its
+            # cache, so code of the wheel that writes into an installed file in place (torch's) changes the cache's copy,
+            # and every environment built from the cache afterwards; `clone` is no better where the filesystem has no
+            # copy-on-write (on this machine's ext4 it hard-linked: torch/__init__.py had 3 links). What a copy costs
+            # is measured in docs/records/runs/2026-12-08-link-mode.
+            cmd = [self.uv, "pip", "install", "--quiet", "--compile-bytecode", "--link-mode", LINK_MODE, "--python",
+                   str(self.python), "--index-strategy", "unsafe-best-match", *self.sources.uv_flags()]
         else:
             cmd = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         if wheelhouse is not None:

@@ -108,6 +108,16 @@ def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable
 
 
 @contextmanager
+def private_code() -> Iterator[Path]:
+    """A temporary copy of the gate's ``smoke`` package alone, without compiled files, for one process (the eager
+    reference: issue 58): made before any of the wheel's code runs, so that code cannot have changed what it imports
+    (``smoke.environment.unchanged`` notes it, and counts a file added to it)."""
+    with tempfile.TemporaryDirectory(prefix="executorch-wheel-gate-reference-") as folder:
+        shutil.copytree(paths.PACKAGE, Path(folder) / "smoke", ignore=shutil.ignore_patterns("__pycache__"))
+        yield Path(folder)
+
+
+@contextmanager
 def gate_code() -> Iterator[Path]:
     """The folder the processes in the built environment run in and import ``smoke`` from (their cwd and PYTHONPATH):
     the gate's checkout or, where the gate is installed, a temporary copy of its ``smoke`` package alone. Never the

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from smoke import proc, tensors
+from smoke.environment.unchanged import Noted
 from smoke.readers.wheel import Wheel
 
 CODE = "import sys; sys.path.insert(0, sys.argv[1]); from smoke.child.reference import main; sys.exit(main(sys.argv[2]))"
@@ -82,8 +83,8 @@ def wheels_files_among(said: dict[str, Any], wheel: Wheel) -> list[str]:
 class Reference:
     """The reference process, started by ``start``; ended by ``end`` (the row's exit stack), whatever happened."""
 
-    def __init__(self, process: subprocess.Popen, wheel: Wheel, stderr: Any) -> None:
-        self.process, self.wheel, self.stderr = process, wheel, stderr
+    def __init__(self, process: subprocess.Popen, wheel: Wheel, stderr: Any, noted: Noted | None = None) -> None:
+        self.process, self.wheel, self.stderr, self.noted = process, wheel, stderr, noted
         self._out = b""
         self._reader = threading.Thread(target=self._read, name="eager-reference", daemon=True)
         self._reader.start()
@@ -136,6 +137,11 @@ class Reference:
         if own := wheels_files_among(said, self.wheel):
             return Answers({}, f"importing torch alone loaded {len(own)} of the wheel's own files ({', '.join(own[:3])}): "
                                f"eager's answer cannot be computed apart from the wheel's code")
+        # The files it was computed from, as they were before any of the wheel's code ran (issue 58): code of the wheel
+        # that rewrote or removed one of torch's changed the answer, or withdrew it.
+        sites = [str(site) for site in said.get("sites") or []]
+        if self.noted is not None and (why := self.noted.differs(sites)):
+            return Answers({}, f"eager's answer is not torch's as installed: {why}")
         return Answers(outputs, inputs=inputs, unbuilt=unbuilt, steps=steps)
 
     def _stderr_tail(self) -> str:
@@ -155,8 +161,8 @@ class Later:
     exports, single-threaded, leave a core free, where the imports take every core) or when its answers are first
     asked for; ended by ``end`` if it was started."""
 
-    def __init__(self, python: Path, code: Path, env: dict[str, str], wheel: Wheel) -> None:
-        self.args = (python, code, env, wheel)
+    def __init__(self, python: Path, code: Path, env: dict[str, str], wheel: Wheel, noted: Noted | None = None) -> None:
+        self.args = (python, code, env, wheel, noted)
         self.started: Reference | None = None
         self._lock = threading.Lock()
 
@@ -175,12 +181,13 @@ class Later:
                 self.started.end()
 
 
-def start(python: Path, code: Path, env: dict[str, str], wheel: Wheel) -> Reference:
+def start(python: Path, code: Path, env: dict[str, str], wheel: Wheel, noted: Noted | None = None) -> Reference:
     """The reference process, started now (``python``: the environment's; ``code``: the folder holding the gate's
-    ``smoke``, ``loaderenv.gate_code``; ``env``: the child's environment, to which the module's settings are added)."""
+    ``smoke``, ``loaderenv.gate_code``; ``env``: the child's environment, to which the module's settings are added;
+    ``noted``: the environment's files before the wheel's code ran, which its answers are refused without)."""
     settings = {**env, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     stderr = tempfile.TemporaryFile()
     prefix = Path(python).parent.parent  # the environment's folder (bin/python in it)
-    process = proc.start([python, "-I", "-S", "-c", CODE, str(code), str(prefix)], env=settings, cwd=code, stdin=subprocess.DEVNULL,
+    process = proc.start([python, "-I", "-S", "-B", "-c", CODE, str(code), str(prefix)], env=settings, cwd=code, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=stderr, own_group=True, background=True)
-    return Reference(process, wheel, stderr)
+    return Reference(process, wheel, stderr, noted)

@@ -296,3 +296,46 @@ def test_a_cpp_runtime_shipped_without_its_package_config_fails_the_consumer(dec
             f"CMake package config ({config}), so no C++ consumer can find_package(executorch) it") in out, out
     assert "SKIP C++ consumer without data file: not run: no C++ consumer can be built against the wheel" in out
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("FAIL ")] == ["FAIL C++ consumer with data file"], out
+
+
+WITHDRAWER = '''
+import importlib.util as _util
+_spec = _util.find_spec("torchao.testing.pt2e._xnnpack_quantizer")  # what eager's quantized answer is computed with
+if _spec is not None and _spec.origin:
+    with open(_spec.origin, "w") as _file:
+        _file.write("raise ImportError('withdrawn by the wheel')\\n")
+'''
+
+
+@pytest.mark.slow
+def test_a_wheel_whose_code_rewrites_a_file_eager_is_computed_from_fails_and_its_environment_is_not_reused(declared_x86_64,
+                                                                                                        tmp_path):
+    """Issue 58, class 6: code of the wheel, run as the child imports it, rewrote torchao's XNNPACK quantizer (which the
+    reference computes the quantized answer with) in the environment. The reference could not build that answer, and
+    the row ended `SKIP XNNPACK quantized: ... not judged: the quantized model's eager answer cannot be computed apart
+    from the wheel here` and PASSED. Now the environment's files are noted before the wheel's code runs and the
+    reference's answers are refused if one changed: the outputs FAIL, naming the file, and the environment is built
+    afresh next time. torch and torchao installed in the environment (its own files: the rewrite stays in it)."""
+    from smoke.environment.build import STAMP
+    from tests.helpers import nox
+
+    init = "executorch/exir/__init__.py"
+    with zipfile.ZipFile(declared_x86_64) as archive:
+        original = archive.read(init)
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={init: original + WITHDRAWER.encode()})
+    env = tmp_path / "env"
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(env))
+    out = proc.stdout
+    assert proc.returncode == 1 and "cpu_x86_64: FAILED: " in out, out + proc.stderr
+    quantizer = next(env.glob("lib/python3*/site-packages/torchao/testing/pt2e/_xnnpack_quantizer.py"))
+    why = (f"eager's answer is not torch's as installed: 1 of the environment's files not the wheel's were changed or "
+           f"removed after it was built (0 removed): {quantizer.resolve()} (changed)")
+    line = next(line for line in out.splitlines() if line.startswith(("PASS XNNPACK quantized", "SKIP XNNPACK quantized",
+                                                                       "FAIL XNNPACK quantized")))
+    assert line.startswith("FAIL XNNPACK quantized: loaded with ") and line.endswith(f"its outputs cannot be judged: {why}"), line
+    assert f"FAIL run with data file (weighted): loaded with model.ptd; its outputs cannot be judged: {why}" in out
+    assert f"the environment in {env} is not reused: {why.split(': ', 1)[1]}" in out
+    assert not (env / STAMP).exists()
+    # Class 14: the rewrite stayed in the environment. Its file is its own copy (uv's copy link mode), not a hard link
+    # to uv's cache, which would carry it into every environment built from the cache afterwards (seen here, before).
+    assert quantizer.stat().st_nlink == 1
