@@ -8,8 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from smoke import tensors
-from smoke.child.probe import one_line
 from smoke.stages import MODELS, RUN
 
 if TYPE_CHECKING:
@@ -57,23 +55,26 @@ def run_program(pte: Path, ptd: Path | None, example) -> list:
     return [out.detach().cpu() if hasattr(out, "detach") else out for out in outputs]
 
 
-def check_run(row: "ChildRow", label: str, pte: Path, ptd: Path, example, backends: list[str]) -> dict[str, Any]:
-    """Load ``pte`` with ``ptd`` (where it exists) and run it: what the parent is handed (``smoke.child.ask.hand_over``),
-    the outputs or why there are none. The parent holds them to eager's answer, computed apart from the wheel's code
+def check_run(row: "ChildRow", label: str, said: dict[str, Any], backends: list[str]) -> dict[str, Any]:
+    """What the program of ``label`` did when the runtime's process loaded it with its data file (where one was
+    written) and ran it (``said``: ``smoke.child.negative.run_stages``'s end, or how its process ended; issue 58: never
+    in this process, where the exporter runs): what the parent is handed (``smoke.child.ask.hand_over``), the outputs
+    or why there are none. The parent holds them to eager's answer, computed apart from the wheel's code
     (``smoke.checks.outputs``)."""
     name = RUN.of(label)
-    data = ptd if ptd.exists() else None
+    if "outputs" in said and row.delegate_id in backends:
+        return {"name": name, "outputs": said["outputs"]}
+    if "outputs" in said:
+        happened = "yet it ran"
+    elif "error" in said:
+        happened = f"loading or running raised {said['error']}"
+    elif "signal" in said:
+        happened = f"the runtime's process loading and running it ended with {said['signal']} at {said.get('stage', 'start')}"
+    else:
+        happened = str(said.get("failed") or "the runtime's process said nothing")
     if row.delegate_id not in backends:
-        try:
-            run_program(pte, data, example)
-            err = "yet it ran"
-        except Exception as exc:
-            err = f"loading raised {one_line(exc)}"
         return {"name": name, "error": f"Backend {row.delegate_id} is not registered in this wheel's runtime "
-                                       f"(registered: {', '.join(backends)}); {err}", "registered_backends": backends}
-    try:
-        outputs = run_program(pte, data, example)
-    except Exception as exc:
-        return {"name": name, "error": f"loading or running raised {one_line(exc)}", "registered_backends": backends}
-    return {"name": name, "outputs": tensors.encode_all(outputs)}
+                                       f"(registered: {', '.join(backends)}); {happened[0].lower()}{happened[1:]}",
+                "registered_backends": backends}
+    return {"name": name, "error": happened, "registered_backends": backends}
 

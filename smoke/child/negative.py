@@ -1,15 +1,17 @@
-"""The controls' processes: the weighted program loaded WITHOUT its data file (the negative control), or with a
-damaged copy of it (``corrupt data file``: the parent writes the copies, ``smoke.checks.controls.write_damaged``),
-each in a process of its own.
+"""The runs' and the controls' processes: each program loaded with its data file (``run with data file``, the cases
+``RUNS``), and the weighted program loaded WITHOUT its data file (the negative control) or with a damaged copy of it
+(``corrupt data file``: the parent writes the copies, ``smoke.checks.controls.write_damaged``), each in a process of its
+own that imported the runtime and nothing of the export (issue 58).
 
-Each process reads one line on its fd 0, ``PROGRAM<TAB>DATA_FILE`` (``-``: none), loads and runs the program as
-its twin does (``run_stages``), writing the stage it has reached to ``control-CASE.stage`` before each, and its end to
+Each loads and runs its program as every other case does (``run_stages``), so that a control and its twin differ by the
+data file alone, writing the stage it has reached to ``control-CASE.stage`` before each, and its end to
 ``control-CASE.json``: the error, or the outputs. A crash leaves the stage file naming where it came. The parent
 judges (``smoke.checks.controls``): what each control proves only holds where its twin, the program with its data
 file, ran and matched eager.
 
-The processes are forks of the child made after its imports (``fork_control``), or, where no fork could be made,
-``python -m smoke.child.negative CASE WORKDIR``, started early (``start_control``).
+The processes are forks of the runtime's process (``smoke.child.runtime``), or, where no fork could be made,
+``python -m smoke.child.negative CASE WORKDIR``, started early (``start_control``), which reads one line on its fd 0,
+``PROGRAM<TAB>DATA_FILE`` (``-``: none).
 """
 
 from __future__ import annotations
@@ -19,16 +21,25 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from smoke import proc, tensors
-from smoke.child import forks
 from smoke.child.probe import one_line
+
+if TYPE_CHECKING:
+    from smoke.child import runtime
 
 CONTROL_TIMEOUT_S = 300
 MISSING = "missing"  # the negative control's case: no data file
 DAMAGED = ("truncated", "cut")  # the corrupt data file's cases (smoke.checks.controls.CASES)
 CASES = (MISSING, *DAMAGED)
+RUNS = ("weightless", "weighted")  # `run with data file`'s cases: each program with its data file (issue 58)
+ALL_CASES = (*RUNS, *CASES)
+
+
+def label_of(case: str) -> str:
+    """The model whose inputs a case runs: a run's own, the weighted model's for every control."""
+    return case if case in RUNS else "weighted"
 
 
 def files(workdir: Path, case: str) -> tuple[Path, Path]:
@@ -43,19 +54,14 @@ def start_control(workdir: Path, case: str) -> subprocess.Popen:
     return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def fork_control(workdir: Path, case: str) -> forks.Forked:
-    """The control's process: a fork of the child, made after its imports (``smoke.child.forks``), that imports the
-    runtime's bindings now and waits on its fd 0 for the program to load."""
-    return forks.fork(lambda: control_main(case, workdir), workdir / f"control-{case}.log", pipe=True)
-
-
-def send(control: "subprocess.Popen | forks.Forked", pte: Path, ptd: Path | None) -> bool:
+def send(control: "subprocess.Popen | runtime.Case", pte: Path, ptd: Path | None) -> bool:
     """Give the control's process, started early, the program (and data file) to load now; True once sent. A process
     that has ended already (its stdin closed) is judged by ``collect`` as it ended."""
+    from smoke.child import runtime
+
+    if isinstance(control, runtime.Case):
+        return control.send(pte, ptd)
     line = f"{pte}\t{ptd if ptd is not None else '-'}\n"
-    if isinstance(control, forks.Forked):
-        control.send(line)
-        return True
     if control.stdin is None:
         return False
     try:
@@ -66,16 +72,23 @@ def send(control: "subprocess.Popen | forks.Forked", pte: Path, ptd: Path | None
     return True
 
 
-def collect(control: "subprocess.Popen | forks.Forked", workdir: Path, case: str) -> dict[str, Any]:
+def collect(control: "subprocess.Popen | runtime.Case", workdir: Path, case: str) -> dict[str, Any]:
     """What the control's process said, for the parent to judge: ``stage`` and one of ``error``, ``signal``,
     ``outputs``; ``failed`` where it said nothing readable. Its program was sent (``send``) before."""
+    from smoke.child import runtime
+
     end, stage_file = files(workdir, case)
+    if isinstance(control, runtime.Case):
+        said = control.end(CONTROL_TIMEOUT_S)
+        if said is None:
+            return {"failed": f"the runtime's process ended or ran past {CONTROL_TIMEOUT_S} s without its end: "
+                              f"{proc.file_tail(workdir / 'runtime.log')}", "stage": stage_read(stage_file)}
+        return said
     try:
-        _out, stderr = control.communicate("", timeout=CONTROL_TIMEOUT_S) if isinstance(control, forks.Forked) else \
-            control.communicate(timeout=CONTROL_TIMEOUT_S)
+        _out, stderr = control.communicate(timeout=CONTROL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         proc.end(control)
-        return {"failed": f"did not finish within {CONTROL_TIMEOUT_S} s", "stage": _stage(stage_file)}
+        return {"failed": f"did not finish within {CONTROL_TIMEOUT_S} s", "stage": stage_read(stage_file)}
     code = control.returncode
     assert code is not None  # waited for above
     if code < 0:
@@ -83,16 +96,16 @@ def collect(control: "subprocess.Popen | forks.Forked", workdir: Path, case: str
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return {"signal": name, "stage": _stage(stage_file)}
+        return {"signal": name, "stage": stage_read(stage_file)}
     try:
         said = json.loads(end.read_text())
     except (OSError, ValueError):
         return {"failed": f"the control process exited {code} without its end: {proc.tail(stderr, 1)}",
-                "stage": _stage(stage_file)}
+                "stage": stage_read(stage_file)}
     return said if isinstance(said, dict) else {"failed": "its end is not an object"}
 
 
-def _stage(path: Path) -> str:
+def stage_read(path: Path) -> str:
     try:
         return path.read_text().strip() or "start"
     except OSError:
@@ -144,7 +157,7 @@ def control_main(case: str, workdir: Path) -> int:
 
     from smoke.child.models import models
 
-    _model, example = models()["weighted"]
+    _model, example = models()[label_of(case)]
     line = sys.stdin.readline().rstrip("\n")
     pte, _tab, ptd = line.partition("\t")
     if not pte:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smoke import options, proc, protocol
-from smoke.child import delegates, exports, negative, openvino, xnnpack_quantized
+from smoke.child import delegates, exports, negative, openvino, runtime, xnnpack_quantized
 from smoke.child.ask import ask, hand_over
 from smoke.child.exports import PARALLEL_LABEL, collect_export, export_here, start_export_process
 from smoke.child.extensions import collect as collect_imports
@@ -54,17 +54,20 @@ from smoke.stages import (
 @dataclass
 class Forks:
     """The forks of this process (``smoke.child.forks``), each ended with the child's work."""
-    # The controls' processes, by case (smoke.child.negative.fork_control; an interpreter of its own where no fork could
-    # be made: start_control): the weighted program without its data file, and with each damaged copy of it
-    controls: dict[str, Forked | subprocess.Popen] | None = None
+    # The runs' and the controls' processes, by case (smoke.child.negative: each program with its data file, the weighted
+    # one without it, and with each damaged copy of it): forks of the runtime's process (smoke.child.runtime), which
+    # imported the runtime and nothing of the export (issue 58), or interpreters of their own (start_control) where the
+    # device was initialised already
+    controls: dict[str, runtime.Case | subprocess.Popen] | None = None
+    loader: subprocess.Popen | None = None  # the runtime's process (smoke.child.runtime)
     # The extension modules into one process: a fork (extensions.fork_together), or a fresh one (start_together)
     together: tuple[list[str], Forked | Started] | None = None
     loads: dict[str, Forked] | None = None  # the loads' parts, "before" and "after" torch (smoke.child.loads.fork_part)
     xnnpack: Forked | Started | None = None  # the PT2E-quantized model lowered to XNNPACK (smoke.child.xnnpack_quantized)
 
-    def processes(self) -> list[Forked | Started | subprocess.Popen | None]:
-        return [*(self.controls or {}).values(), self.together[1] if self.together else None, *(self.loads or {}).values(),
-                self.xnnpack]
+    def processes(self) -> list[Forked | Started | runtime.Case | subprocess.Popen | None]:
+        return [*(self.controls or {}).values(), self.loader, self.together[1] if self.together else None,
+                *(self.loads or {}).values(), self.xnnpack]
 
 
 def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, parallel_exports: str = "no") -> None:
@@ -104,8 +107,9 @@ def gate(row_file: Path, workdir: Path, rec: Recorder, overlap: bool = True, par
 
 
 def fork_after_imports(workdir: Path, forked: Forks, cuda: bool = False) -> None:
-    """Forks of this process, now that torch and the exporter are imported and nothing else has run: the negative
-    control's process and the extension modules' joint import, neither importing torch again (``smoke.child.forks``).
+    """The runs' and the controls' processes (the runtime's process, ``smoke.child.runtime``, started now, its imports
+    beside the exports), and a fork of this process, now that torch and the exporter are imported and nothing else has
+    run: the extension modules' joint import, not importing torch again (``smoke.child.forks``).
     Where the imports initialised CUDA's driver (``device_initialised``), a fork could not use the device: each is an
     interpreter started now, so neither waits for the exports' end. A CUDA row's (``cuda``) exports initialise the driver, so its
     PT2E-quantized XNNPACK model starts now too, in an interpreter of its own; a CPU row's is a fork made after its
@@ -113,10 +117,11 @@ def fork_after_imports(workdir: Path, forked: Forks, cuda: bool = False) -> None
     if cuda:
         forked.xnnpack = xnnpack_quantized.start_process(workdir)
     if device_initialised():
-        forked.controls = {case: negative.start_control(workdir, case) for case in negative.CASES}
+        forked.controls = {case: negative.start_control(workdir, case) for case in negative.ALL_CASES}
         forked.together = start_together(workdir)
         return
-    forked.controls = {case: negative.fork_control(workdir, case) for case in negative.CASES}
+    forked.loader = runtime.start(workdir)
+    forked.controls = {case: runtime.Case(forked.loader, case, workdir) for case in negative.ALL_CASES}
     forked.together = fork_together(workdir)
 
 
@@ -165,7 +170,9 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
         proc.end(helper)
         helper = None
     backends = registered_backends()
-    controls = forked.controls or {}
+    if forked.controls is None:  # --no-overlap: each started when its program is known (_case_said)
+        forked.controls = {}
+    controls = forked.controls
     sent: set[str] = set()  # the controls given their program
     weighted_pte = folders["weighted"] / "model.pte"
 
@@ -208,14 +215,22 @@ def _gate(row: ChildRow, workdir: Path, rec: Recorder, forked: Forks, overlap: b
             if negative.send(controls[case], weighted_pte, Path(damaged[case])):
                 sent.add(case)
 
-    # Each run is handed to the parent, which holds its outputs to eager's answer computed apart from the wheel's code.
-    for label, (_model, example) in built.items():
+    # Each run, loaded in the runtime's process (issue 58: never here, where the exporter runs), is handed to the parent,
+    # which holds its outputs to eager's answer computed apart from the wheel's code.
+    def data_file(label: str) -> Path | None:
+        return folders[label] / row.data_file if (folders[label] / row.data_file).exists() else None
+
+    for label in negative.RUNS:
+        if data[label] and label in controls and negative.send(controls[label], folders[label] / "model.pte", data_file(label)):
+            sent.add(label)
+    for label in built:
         name = RUN.of(label)
         if not data[label]:
             hand_over(rec, {"name": name, "skipped": f"not run: no data file for {label}" if not blocked else f"not run: {blocked}"})
             continue
         with rec.phase(load_phase(label)):
-            hand_over(rec, check_run(row, label, folders[label] / "model.pte", folders[label] / row.data_file, example, backends))
+            said = _case_said(label, controls, sent, workdir, folders[label] / "model.pte", data_file(label))
+            hand_over(rec, check_run(row, label, said, backends))
 
     # No device needed: the kernels run on the CPU on every row, so this never skips.
     with rec.phase(PORTABLE_PHASE):
@@ -247,15 +262,26 @@ def _control_said(name: str, cases: tuple[str, ...], controls: dict, sent: set[s
         if damaged is not None and not isinstance(ptd, str):
             said[case] = {"failed": "the parent wrote no damaged copy of the data file"}
             continue
-        process = controls.get(case)
-        if process is None or case not in sent:
-            if process is not None:
+        said[case] = _case_said(case, controls, sent, workdir, pte, Path(ptd) if ptd else None)
+    return {"name": name, "said": said[cases[0]] if damaged is None else said}
+
+
+def _case_said(case: str, controls: dict, sent: set[str], workdir: Path, pte: Path, ptd: Path | None) -> dict:
+    """What the process of ``case`` said of ``pte`` (with ``ptd``). One not yet given its program (--no-overlap, or no
+    process could be started early) is given it now: the runtime's process where it runs still, else an interpreter of
+    its own, started now."""
+    process: runtime.Case | subprocess.Popen | None = controls.get(case)
+    if process is None or case not in sent:
+        if isinstance(process, runtime.Case) and negative.send(process, pte, ptd):
+            sent.add(case)
+        else:
+            if process is not None and not isinstance(process, runtime.Case):
                 proc.end(process)
             process = negative.start_control(workdir, case)
             controls[case] = process
-            negative.send(process, pte, Path(ptd) if ptd else None)
-        said[case] = negative.collect(process, workdir, case)
-    return {"name": name, "said": said[cases[0]] if damaged is None else said}
+            negative.send(process, pte, ptd)
+            sent.add(case)
+    return negative.collect(process, workdir, case)
 
 
 def main(argv: list[str] | None = None, token: str = "") -> int:

@@ -339,3 +339,44 @@ def test_a_wheel_whose_code_rewrites_a_file_eager_is_computed_from_fails_and_its
     # Class 14: the rewrite stayed in the environment. Its file is its own copy (uv's copy link mode), not a hard link
     # to uv's cache, which would carry it into every environment built from the cache afterwards (seen here, before).
     assert quantizer.stat().st_nlink == 1
+
+
+CRASHING_RUNTIME = '''
+import os as _os
+_unwrapped_load = _load_for_executorch
+
+
+def _load_for_executorch(path, *args, **kwargs):  # a runtime that crashes on a program loaded with its data file
+    if kwargs.get("data_path") is not None:
+        _os.abort()
+    return _unwrapped_load(path, *args, **kwargs)
+'''
+EXPORTERS_WRAPPER = '''
+import executorch.extension.pybindings.portable_lib as _runtime
+_runtime._load_for_executorch = _runtime._unwrapped_load  # the exporter's code answers for the runtime
+'''
+
+
+@pytest.mark.slow
+def test_a_runtime_that_crashes_hidden_by_the_exporters_code_fails_the_run_loaded_apart_from_the_exporter(declared_x86_64,
+                                                                                                      tmp_path):
+    """Issue 58, class 7: the runtime's bindings crash on a program loaded with its data file, and code of the exporter
+    (the XNNPACK partitioner's module, which the export imports and the runtime does not) puts the working load back.
+    `run with data file` ran in the exporter's process, after the export: `PASS run with data file (weighted)`. Now the
+    runs load where only the runtime was imported, as a user who runs a program has it: FAIL, naming the signal."""
+    from tests.helpers import nox
+
+    runtime, partitioner = ("executorch/extension/pybindings/portable_lib.py",
+                            "executorch/backends/xnnpack/partition/xnnpack_partitioner.py")
+    with zipfile.ZipFile(declared_x86_64) as archive:
+        originals = {name: archive.read(name) for name in (runtime, partitioner)}
+    mutant = rewrite_wheel(declared_x86_64, tmp_path / "mutant", add={runtime: originals[runtime] + CRASHING_RUNTIME.encode(),
+                                                                      partitioner: originals[partitioner] + EXPORTERS_WRAPPER.encode()})
+    proc = nox("-s", "cpu_x86_64", "--", str(mutant), "--env-dir", str(tmp_path / "env"), *TORCH_HERE)
+    out = proc.stdout
+    assert proc.returncode == 1 and "cpu_x86_64: FAILED: " in out, out + proc.stderr
+    assert ("FAIL run with data file (weighted): the runtime's process loading and running it ended with SIGABRT at "
+            "program load") in out, out
+    assert "PASS run with data file (weightless): " in out  # no data file written: loaded without one, as before
+    assert re.search(r"^SKIP negative control \(weighted, no data file\): not judged: its twin did not pass", out, re.M), out
+    assert "PASS C++ consumer with data file: " in out  # the C++ runtime is not the Python bindings' wrapper
