@@ -95,11 +95,22 @@ def export(row, model, example, folder: Path, *, external: bool = True, partitio
         CudaBackend.save_data_externally = original
 
 
+def run_apart(row, pte: Path, ptd: Path, where: Path) -> dict:
+    """The weighted model's ``run with data file`` as the gate's child has it where it cannot fork: loaded in a process of
+    its own that imported the runtime and nothing of the export (``smoke.child.negative``, the case ``weighted``)."""
+    where.mkdir(parents=True, exist_ok=True)
+    process = negative.start_control(where, "weighted")
+    negative.send(process, pte, ptd)
+    return check_run(ChildRow(**child_data(row)), "weighted", negative.collect(process, where, "weighted"), registered_backends())
+
+
 def run_one(argv: list[str]) -> int:
     """``--run-one ROW PTE PTD``: the weighted model's ``run with data file`` on these files, as JSON on stdout."""
+    import tempfile
+
     row, pte, ptd = ROWS[argv[0]], Path(argv[1]), Path(argv[2])
-    _model, example = models()["weighted"]
-    result = judged(check_run(ChildRow(**child_data(row)), "weighted", pte, ptd, example, registered_backends()), pte, ptd.name)
+    with tempfile.TemporaryDirectory(prefix="device-mutant-run-") as where:
+        result = judged(run_apart(row, pte, ptd, Path(where)), pte, ptd.name)
     print(json.dumps({"status": result.status.value, "reason": result.reason}), flush=True)
     return 0
 
@@ -130,7 +141,6 @@ def main(argv: list[str]) -> int:
     built = models()
     model, example = built["weighted"]
     weight = weight_matrix_bytes(model)
-    backends = registered_backends()
     weighted, weightless = work / "weighted", work / "weightless"
     base = check_data_file("weightless", weightless, data_file, required=row.backend.weightless_writes_data)
     weightless_bytes = base.measured.get("data_file_bytes", 0)
@@ -151,8 +161,7 @@ def main(argv: list[str]) -> int:
     say("CONTROL", "data file", data, want_fail=False)
     say("CONTROL", "weights", check_weights_in_data_file(data_file, data.measured.get("data_file_bytes", 0), weightless_bytes, weight),
         want_fail=False)
-    twin = judged(check_run(ChildRow(**child_data(row)), "weighted", weighted / "model.pte", weighted / data_file,
-                            example, backends), weighted / "model.pte", data_file)
+    twin = judged(run_apart(row, weighted / "model.pte", weighted / data_file, outdir / "twin"), weighted / "model.pte", data_file)
     say("CONTROL", "run", twin, want_fail=False)
     from importlib.metadata import version
 
