@@ -18,13 +18,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from smoke import options as opts
 from smoke import paths, proc, protocol, report, stages
 from smoke.backends import cuda_checks
-from smoke.checks import controls, cppsdk, exported, installed, kinds, outputs, pipeline, requirements, shipped
+from smoke.checks import controls, exported, installed, kinds, outputs, pipeline, requirements, shipped
 from smoke.console import emit, error, phase, say
+from smoke.engine import cpp
+from smoke.engine.machine import machine
 from smoke.environment import build as environment
 from smoke.environment import consumer, download, installer, loaderenv, reference, unchanged
 from smoke.environment import folders as owned
@@ -46,21 +48,6 @@ def gate(row: Row, options: opts.Options) -> int:
     with contextlib.ExitStack() as stack:
         with machine("the run", None, None):  # the last net: stages say which of their folders
             return _gate(row, options, stack)
-
-
-@contextlib.contextmanager
-def machine(what: str, folder: Path | None, option: str | None) -> Iterator[None]:
-    """An OSError of the machine in a stage (a disk full, a read-only or vanished folder) is a
-    ``MachineError`` naming the folder and what to do, never a traceback or a FAIL of the wheel."""
-    try:
-        yield
-    except OSError as exc:
-        where = folder if folder is not None else Path(exc.filename).parent if exc.filename else None
-        at = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
-        fix = ("free space there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
-               "make it writable" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else "see to it")
-        raise MachineError(f"{what}: {exc.strerror or exc} in {str(where) if where else 'a folder it writes'!r}{at}; "
-                           f"the machine, not the wheel: {fix}{f' (or pass another {option})' if option else ''}, then run again") from None
 
 
 def _inside(inner: Path, outer: Path) -> bool:
@@ -497,7 +484,7 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
     eager = reference.Later(env.python, built.eager_code, built.child_env, judged.wheel, built.noted)  # begun as the child's imports end
     context.stack.callback(_kept_only_unchanged, built)  # after every process in it ended (the stack unwinds in reverse)
     context.stack.callback(eager.end)
-    sdk = _cpp_consumer(context, judged.wheel, Path(env.location), built.child_env)  # built beside the child (issue 49)
+    sdk = cpp.started(row, judged.wheel, Path(env.location), built.child_env, context.stack)  # built beside the child (issue 49)
     say(f"running the child in {workdir} (time limit {options.timeout:g} s)")
 
     with machine("the child's record and log", workdir, "--workdir"):
@@ -508,7 +495,7 @@ def child_run(context: Context, judged: Judged, built: Built, files: FileWork) -
         return work
     machine_failure(run, workdir)
     run.facts = outcome.facts
-    for result in _cpp_judged(context, sdk, workdir, eager):
+    for result in cpp.judged(run, row, sdk, workdir, eager, options.timeout):
         emit(run, result)
     if options.overlap and outcome.probe is None:
         for check in pipeline.for_row(row, stages.ENVIRONMENT):
@@ -533,99 +520,6 @@ def _kept_only_unchanged(built: Built) -> None:
     if why := built.noted.differs():
         environment.unstamp(Path(built.env.location))
         say(f"the environment in {built.env.location} is not reused: {why}")
-
-
-def _cpp_consumer(context: Context, wheel: wheels.Wheel, location: Path,
-                  env: dict[str, str]) -> consumer.Consumer | consumer.NoConfig | str:
-    """The C++ consumer's build, started (in the environment's folder, kept there for later runs), or why the wheel
-    has none to build."""
-    why = consumer.nothing_to_judge(wheel) or consumer.missing_delegate(wheel, context.row.backend.name)
-    if why is not None:
-        return f"not run: {why}"
-    if (unbuildable := consumer.missing_config(wheel)) is not None:
-        return consumer.NoConfig(unbuildable)
-    site = environment.site_packages_holding(location, "executorch")
-    if site is None:
-        return f"not run: no site-packages holding executorch in {location}"
-    made = consumer.Consumer(wheel, site, location / ".gate-cpp-consumer" / context.row.name, context.row.backend.name, env)
-    context.stack.callback(made.stop)
-    if made.cleared:
-        say(f"C++ build environment: without the caller's {', '.join(made.cleared)}")
-    return made  # started as the child's imports end (RowEvents.probe), or when it is needed
-
-
-def _cpp_judged(context: Context, sdk: consumer.Consumer | consumer.NoConfig | str, workdir: Path,
-                eager: reference.Later) -> list[CheckResult]:
-    """The C++ SDK's checks (``smoke.checks.cppsdk``), on the weighted program the child exported."""
-    if isinstance(sdk, str):
-        return cppsdk.skip_both(sdk)
-    if isinstance(sdk, consumer.NoConfig):
-        return cppsdk.fail_unbuildable(sdk.why)
-    data_file = context.row.backend.data_file
-    program = cppsdk.weighted_program(workdir, data_file)
-    made = sdk.built(consumer.BUILD_SECONDS * 2)
-    headers = (cppsdk.judge_headers(made.headers.count, made.headers.failures, made.headers.unjudged,
-                                         made.headers.earlier) if made.headers
-               else skipped(stages.CPP_HEADERS.name, f"not run: {made.said}"))
-    runs = (stages.CPP_RUN, stages.CPP_NEGATIVE, stages.CPP_DEPLOYED, stages.CPP_CORE, stages.CPP_QUANTIZED)
-    if made.binary is None:
-        if made.failed:
-            return [headers, failed(stages.CPP_RUN.name, made.said),
-                    *(skipped(check.name, "not run: the consumer did not build") for check in runs[1:])]
-        return [headers, *(skipped(check.name, f"not run: {made.said}") for check in runs)]
-    if program is None:
-        why = f"not run: no weighted program with its {data_file} (see {stages.EXPORT.of('weighted')})"
-        return [headers, *(skipped(check.name, why) for check in runs)]
-    answers = eager.answers(context.options.timeout)
-    if answers.error or not answers.inputs or "weighted" not in answers.inputs:
-        why = answers.error or "eager's answer came without its inputs"
-        return [headers, failed(stages.CPP_RUN.name, f"its outputs cannot be judged: {why}"),
-                *(skipped(check.name, "not run: no eager answer to hold it to") for check in runs[1:])]
-    inputs = workdir / "cpp-consumer-inputs.txt"
-    with machine("the work folder", workdir, "--workdir"):
-        consumer.write_inputs(inputs, answers.inputs["weighted"])
-    pte, ptd = program
-    expected = answers.outputs["weighted"]
-    with phase(context.run, "the C++ consumer"):
-        said = consumer.run(made.binary, pte, ptd, inputs, sdk.run_env)
-        linked = set(consumer.components(sdk.wheel, sdk.backend))
-        twin = cppsdk.judge_with(said, data_file, expected, made.said, pte=pte, linked=linked)
-        rule = context.row.backend.missing_data(sdk.wheel.version)
-        found = [headers, twin, cppsdk.judge_without(consumer.run(made.binary, pte, None, inputs, sdk.run_env), data_file,
-                                                     expected, twin, rule)]
-        deployed = made.deployed
-        if deployed is None or deployed.binary is None:
-            why = deployed.said if deployed else "the deployed copy of an earlier run is not readable: remove the environment"
-            found.append(failed(stages.CPP_DEPLOYED.name, why) if deployed and deployed.failed
-                         else skipped(stages.CPP_DEPLOYED.name, f"not run: {why}"))
-        else:
-            found.append(cppsdk.judge_deployed(consumer.run(deployed.binary, pte, ptd, inputs, sdk.run_env), data_file, expected,
-                                               deployed.said))
-        found.append(cppsdk.judge_core(said["loaded"]) if "loaded" in said else
-                     skipped(stages.CPP_CORE.name, "not run: the C++ consumer did not end its run (see C++ consumer with "
-                                                   "data file)"))
-        found.append(_cpp_quantized(sdk, made.binary, workdir, answers))
-        return found
-
-
-def _cpp_quantized(sdk: consumer.Consumer, binary: Path, workdir: Path, answers: reference.Answers) -> CheckResult:
-    """The quantized kernels component runs the quantized program (``quantized kernels``' own) in the consumer."""
-    name = stages.CPP_QUANTIZED.name
-    component = consumer.QUANTIZED_KERNELS
-    if consumer.library_of(component) not in sdk.wheel.files:
-        return skipped(name, f"not run: the wheel's C++ SDK has no executorch::{component} "
-                             f"({consumer.library_of(component)} is not shipped)")
-    pte = workdir / outputs.QUANTIZED_LABEL / "model.pte"
-    if not pte.is_file():
-        return skipped(name, f"not run: no quantized program was exported (see {stages.QUANTIZED.name})")
-    label = outputs.QUANTIZED_LABEL
-    if label not in answers.outputs or not answers.inputs or label not in answers.inputs:
-        return skipped(name, f"not run: {answers.unbuilt.get(label, 'eager gave no answer for it')}")
-    inputs = workdir / "cpp-quantized-inputs.txt"
-    with machine("the work folder", workdir, "--workdir"):
-        consumer.write_inputs(inputs, answers.inputs[label])
-    return cppsdk.judge_quantized(consumer.run(binary, pte, None, inputs, sdk.run_env), answers.outputs[label], pte,
-                                  set(consumer.components(sdk.wheel, sdk.backend)))
 
 
 # The checks the parent judges itself: from the files the exports wrote, read by its own readers
