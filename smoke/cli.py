@@ -266,6 +266,9 @@ def main(argv: list[str], row: str | None = None, prog: str | None = None) -> in
             flag = "--wheel-version" if args.wheel_version is not None else "--pre"
             raise UsageError(f"{flag} chooses the wheel to download when none is given, and {str(args.wheel)!r} is given: "
                              f"pass the wheel or {flag}, not both")
+        for said, unsaid, why in CONFLICTS:
+            if said(args) and unsaid(args):
+                raise UsageError(why)
         for flag in ("wheelhouse", "torch_from"):
             value = getattr(args, flag)
             if value is not None and not value.is_dir():
@@ -277,6 +280,18 @@ def main(argv: list[str], row: str | None = None, prog: str | None = None) -> in
         return gate.gate(ROWS[name], options.from_args(args))
 
     return _at_the_edge(work)
+
+
+# Options that cannot both be given: each would be dropped or overruled without a word (issue 61), so the pair is refused.
+CONFLICTS = (
+    (lambda a: a.parallel_exports == "yes", lambda a: not a.overlap,
+     "--parallel-exports yes exports beside the overlapped child, and --no-overlap runs the serial way: pass one, not both"),
+    (lambda a: a.wheelhouse is not None, lambda a: a.torch_index is not None,
+     "--wheelhouse installs from that folder alone, with no package index, so --torch-index would be dropped: pass one, "
+     "not both (put the torch you want in the wheelhouse)"),
+    (lambda a: a.torch_from is not None, lambda a: a.torch_index is not None,
+     "--torch-from takes torch from that environment, so --torch-index would be dropped: pass one, not both"),
+)
 
 
 def script() -> int:
