@@ -229,13 +229,19 @@ def program_partly_delegated(ctx):
 # --- loading and running, on a real XNNPACK export -------------------------------------------
 
 def _run_with(ctx, ptd: Path):
-    """The child's run of the real export with ``ptd``, judged as the parent judges it (``smoke.checks.outputs``)."""
-    from smoke.child.models import check_run, models, registered_backends
+    """The child's run of the real export with ``ptd`` (in a process of its own that imported the runtime alone, as the
+    child has it where it cannot fork: ``smoke.child.negative``), judged as the parent judges it (``smoke.checks.outputs``)."""
+    import tempfile
+
+    from smoke.child import negative
+    from smoke.child.models import check_run, registered_backends
     from smoke.stages import RUN
     from tests.helpers import eager_judged
 
-    _model, example = models()["weighted"]
-    ran = check_run(child_row(CPU_ROW.name), "weighted", ctx.exported["weighted"] / "model.pte", ptd, example, registered_backends())
+    where = Path(tempfile.mkdtemp(dir=ctx.tmp, prefix="run-"))
+    process = negative.start_control(where, "weighted")
+    assert negative.send(process, ctx.exported["weighted"] / "model.pte", ptd)
+    ran = check_run(child_row(CPU_ROW.name), "weighted", negative.collect(process, where, "weighted"), registered_backends())
     return eager_judged(RUN.of("weighted"), ran, ptd.parent.parent, ptd.name)
 
 
@@ -271,21 +277,26 @@ def another_models_weights(ctx):
 
 
 def control_of(program: Path, workdir: Path, how: str = "started", damaged: dict[str, str] | None = None):
-    """A control as the child runs it (``smoke.child.negative``: a process of its own, ``forked`` from this one or
-    ``started`` as an interpreter, sent the program) and the parent judges it (``smoke.checks.controls``), its twin
+    """A control as the child runs it (``smoke.child.negative``: a process of its own, ``forked`` from the runtime's
+    process, ``smoke.child.runtime``, or ``started`` as an interpreter, sent the program) and the parent judges it
+    (``smoke.checks.controls``), its twin
     passed and eager's answer computed here: the negative control, or with ``damaged`` (by case, a damaged copy of the
     data file) the corrupt data file's."""
-    from smoke import tensors
+    from smoke import proc, tensors
     from smoke.checks import controls
-    from smoke.child import negative
+    from smoke.child import negative, runtime
     from smoke.child.models import models
     from smoke.readers.wheel import read_wheel
 
     said = {}
-    for case, ptd in (damaged or {negative.MISSING: None}).items():
-        process = negative.fork_control(workdir, case) if how == "forked" else negative.start_control(workdir, case)
-        assert negative.send(process, program, Path(ptd) if ptd else None)
-        said[case] = negative.collect(process, workdir, case)
+    loader = runtime.start(workdir) if how == "forked" else None
+    try:
+        for case, ptd in (damaged or {negative.MISSING: None}).items():
+            process = runtime.Case(loader, case, workdir) if loader is not None else negative.start_control(workdir, case)
+            assert negative.send(process, program, Path(ptd) if ptd else None)
+            said[case] = negative.collect(process, workdir, case)
+    finally:
+        proc.end(loader)
     model, example = models()["weighted"]
     eager = tensors.decode(tensors.encode_all([model(*example).detach()]))
     rule = CPU_ROW.backend.missing_data(read_wheel(pypi_wheel("x86_64")).version)  # 1.5.1
