@@ -80,14 +80,16 @@ def test_a_driver_that_ran_cuinit_is_initialised(tmp_path, answer):
 
 
 @needs_cc
-@pytest.mark.parametrize(("answer", "made"), [(forks.CUDA_ERROR_NOT_INITIALIZED, "Forked"), (0, "Popen")],
+@pytest.mark.parametrize(("answer", "made"), [(forks.CUDA_ERROR_NOT_INITIALIZED, "Case"), (0, "Popen")],
                          ids=["driver-not-initialised", "driver-initialised"])
 def test_the_child_forks_its_negative_control_only_while_the_driver_is_not_initialised(tmp_path, answer, made):
-    """Initialised, no fork is made: each control is an interpreter of its own, started at once (it imports torch and
+    """Not initialised: the runs and the controls are cases of the runtime's process (smoke.child.runtime), which forks
+    one per case. Initialised, no fork is made: each is an interpreter of its own, started at once (it imports torch and
     the runtime while the exports run)."""
     work = tmp_path / "work"
     work.mkdir()
     ran = subprocess.run([sys.executable, "-c", AFTER_IMPORTS, str(work), str(_driver(tmp_path, answer))], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.strip().splitlines()[-1] == f"{made} 3"  # the controls: no data file, and two damaged ones
+    # the two runs (each program with its data file) and the controls (no data file, and two damaged ones)
+    assert ran.stdout.strip().splitlines()[-1] == f"{made} 5"
