@@ -292,7 +292,7 @@ def control_of(program: Path, workdir: Path, how: str = "started", damaged: dict
     loader = runtime.start(workdir) if how == "forked" else None
     try:
         for case, ptd in (damaged or {negative.MISSING: None}).items():
-            process = runtime.Case(loader, case, workdir) if loader is not None else negative.start_control(workdir, case)
+            process = negative.Case(loader, case, workdir) if loader is not None else negative.start_control(workdir, case)
             assert negative.send(process, program, Path(ptd) if ptd else None)
             said[case] = negative.collect(process, workdir, case)
     finally:

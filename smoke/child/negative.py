@@ -20,14 +20,12 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smoke import proc, tensors
 from smoke.child.probe import one_line
-
-if TYPE_CHECKING:
-    from smoke.child import runtime
 
 CONTROL_TIMEOUT_S = 300
 MISSING = "missing"  # the negative control's case: no data file
@@ -54,12 +52,55 @@ def start_control(workdir: Path, case: str) -> subprocess.Popen:
     return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def send(control: "subprocess.Popen | runtime.Case", pte: Path, ptd: Path | None) -> bool:
+class Case:
+    """One case sent to the runtime's process (``smoke.child.runtime``), which forks a process for it: what ``send``
+    and ``collect`` are given, as they are a process of the case's own."""
+
+    def __init__(self, process: subprocess.Popen, case: str, workdir: Path) -> None:
+        self.process, self.case, self.workdir = process, case, workdir
+
+    def send(self, pte: Path, ptd: Path | None) -> bool:
+        if self.process.stdin is None or self.process.poll() is not None:
+            return False
+        try:
+            self.process.stdin.write(f"{self.case}\t{pte}\t{ptd if ptd is not None else '-'}\n")
+            self.process.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def end(self, timeout: float) -> dict | None:
+        """The case's end, once written (by its fork, or by the runtime's process for a fork that died); None where the
+        runtime's process ended without it, or ``timeout`` passed."""
+        end, _stage = files(self.workdir, self.case)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if end.is_file():
+                try:
+                    said = json.loads(end.read_text())
+                except (OSError, ValueError):
+                    said = {"failed": "its end is not JSON"}
+                return said if isinstance(said, dict) else {"failed": "its end is not an object"}
+            if self.process.poll() is not None and not end.is_file():
+                return None
+            time.sleep(0.01)
+        return None
+
+    # What ``proc.end`` asks of a process: the runtime's, shared by every case (ended with the child's work).
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.process.wait(timeout)
+
+
+def send(control: "subprocess.Popen | Case", pte: Path, ptd: Path | None) -> bool:
     """Give the control's process, started early, the program (and data file) to load now; True once sent. A process
     that has ended already (its stdin closed) is judged by ``collect`` as it ended."""
-    from smoke.child import runtime
-
-    if isinstance(control, runtime.Case):
+    if isinstance(control, Case):
         return control.send(pte, ptd)
     line = f"{pte}\t{ptd if ptd is not None else '-'}\n"
     if control.stdin is None:
@@ -72,13 +113,11 @@ def send(control: "subprocess.Popen | runtime.Case", pte: Path, ptd: Path | None
     return True
 
 
-def collect(control: "subprocess.Popen | runtime.Case", workdir: Path, case: str) -> dict[str, Any]:
+def collect(control: "subprocess.Popen | Case", workdir: Path, case: str) -> dict[str, Any]:
     """What the control's process said, for the parent to judge: ``stage`` and one of ``error``, ``signal``,
     ``outputs``; ``failed`` where it said nothing readable. Its program was sent (``send``) before."""
-    from smoke.child import runtime
-
     end, stage_file = files(workdir, case)
-    if isinstance(control, runtime.Case):
+    if isinstance(control, Case):
         said = control.end(CONTROL_TIMEOUT_S)
         if said is None:
             return {"failed": f"the runtime's process ended or ran past {CONTROL_TIMEOUT_S} s without its end: "

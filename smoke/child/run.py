@@ -58,14 +58,14 @@ class Forks:
     # one without it, and with each damaged copy of it): forks of the runtime's process (smoke.child.runtime), which
     # imported the runtime and nothing of the export (issue 58), or interpreters of their own (start_control) where the
     # device was initialised already
-    controls: dict[str, runtime.Case | subprocess.Popen] | None = None
+    controls: dict[str, negative.Case | subprocess.Popen] | None = None
     loader: subprocess.Popen | None = None  # the runtime's process (smoke.child.runtime)
     # The extension modules into one process: a fork (extensions.fork_together), or a fresh one (start_together)
     together: tuple[list[str], Forked | Started] | None = None
     loads: dict[str, Forked] | None = None  # the loads' parts, "before" and "after" torch (smoke.child.loads.fork_part)
     xnnpack: Forked | Started | None = None  # the PT2E-quantized model lowered to XNNPACK (smoke.child.xnnpack_quantized)
 
-    def processes(self) -> list[Forked | Started | runtime.Case | subprocess.Popen | None]:
+    def processes(self) -> list[Forked | Started | negative.Case | subprocess.Popen | None]:
         return [*(self.controls or {}).values(), self.loader, self.together[1] if self.together else None,
                 *(self.loads or {}).values(), self.xnnpack]
 
@@ -121,7 +121,7 @@ def fork_after_imports(workdir: Path, forked: Forks, cuda: bool = False) -> None
         forked.together = start_together(workdir)
         return
     forked.loader = runtime.start(workdir)
-    forked.controls = {case: runtime.Case(forked.loader, case, workdir) for case in negative.ALL_CASES}
+    forked.controls = {case: negative.Case(forked.loader, case, workdir) for case in negative.ALL_CASES}
     forked.together = fork_together(workdir)
 
 
@@ -270,12 +270,12 @@ def _case_said(case: str, controls: dict, sent: set[str], workdir: Path, pte: Pa
     """What the process of ``case`` said of ``pte`` (with ``ptd``). One not yet given its program (--no-overlap, or no
     process could be started early) is given it now: the runtime's process where it runs still, else an interpreter of
     its own, started now."""
-    process: runtime.Case | subprocess.Popen | None = controls.get(case)
+    process: negative.Case | subprocess.Popen | None = controls.get(case)
     if process is None or case not in sent:
-        if isinstance(process, runtime.Case) and negative.send(process, pte, ptd):
+        if isinstance(process, negative.Case) and negative.send(process, pte, ptd):
             sent.add(case)
         else:
-            if process is not None and not isinstance(process, runtime.Case):
+            if process is not None and not isinstance(process, negative.Case):
                 proc.end(process)
             process = negative.start_control(workdir, case)
             controls[case] = process

@@ -39,50 +39,6 @@ def start(workdir: Path) -> subprocess.Popen:
                       stdout=subprocess.DEVNULL, stderr=open(workdir / "runtime.log", "wb"), text=True)  # noqa: SIM115
 
 
-class Case:
-    """One case sent to the runtime's process: what ``negative.send`` and ``negative.collect`` are given."""
-
-    def __init__(self, process: subprocess.Popen, case: str, workdir: Path) -> None:
-        self.process, self.case, self.workdir = process, case, workdir
-
-    def send(self, pte: Path, ptd: Path | None) -> bool:
-        if self.process.stdin is None or self.process.poll() is not None:
-            return False
-        try:
-            self.process.stdin.write(f"{self.case}\t{pte}\t{ptd if ptd is not None else '-'}\n")
-            self.process.stdin.flush()
-        except (OSError, ValueError):
-            return False
-        return True
-
-    def end(self, timeout: float) -> dict | None:
-        """The case's end, once written (by its fork, or by the runtime's process for a fork that died); None where the
-        runtime's process ended without it, or ``timeout`` passed."""
-        end, _stage = negative.files(self.workdir, self.case)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if end.is_file():
-                try:
-                    said = json.loads(end.read_text())
-                except (OSError, ValueError):
-                    said = {"failed": "its end is not JSON"}
-                return said if isinstance(said, dict) else {"failed": "its end is not an object"}
-            if self.process.poll() is not None and not end.is_file():
-                return None
-            time.sleep(0.01)
-        return None
-
-    # What ``proc.end`` asks of a process: the runtime's, shared by every case (ended with the child's work).
-    def poll(self) -> int | None:
-        return self.process.poll()
-
-    def kill(self) -> None:
-        self.process.kill()
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.process.wait(timeout)
-
-
 def _write(path: Path, said: dict) -> None:
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(said))
