@@ -88,12 +88,12 @@ def test_a_failed_build_names_its_first_error_and_its_log(tmp_path):
     log.write_text("-- The CXX compiler identification is unknown\n"
                    "CMake Error at CMakeLists.txt:2 (project):\n"
                    "  The CMAKE_CXX_COMPILER:\n\n    /nonexistent/g++\n\n  is not a full path to an existing compiler tool.\n")
-    assert consumer._errors(log) == ("CMake Error at CMakeLists.txt:2 (project): The CMAKE_CXX_COMPILER: /nonexistent/g++ is "
+    assert consumer.build._errors(log) == ("CMake Error at CMakeLists.txt:2 (project): The CMAKE_CXX_COMPILER: /nonexistent/g++ is "
                                      f"not a full path to an existing compiler tool. (the whole log: {log})")
     log.write_text("[ 50%] Building CXX object consumer.o\nIn file included from consumer.cpp:9:\n"
                    "/x/module.h:12:10: fatal error: executorch/runtime/core/tag.h: No such file or directory\n"
                    "make[2]: *** [consumer.o] Error 1\n")
-    assert consumer._errors(log) == ("/x/module.h:12:10: fatal error: executorch/runtime/core/tag.h: No such file or "
+    assert consumer.build._errors(log) == ("/x/module.h:12:10: fatal error: executorch/runtime/core/tag.h: No such file or "
                                      f"directory (the whole log: {log})")
 
 

@@ -126,7 +126,7 @@ def test_a_system_include_folder_changed_since_gives_another_key(tmp_path):
     extra = tmp_path / "system-headers"
     extra.mkdir()
     env = {**ENV, "CPLUS_INCLUDE_PATH": str(extra)}  # a search folder this test can touch, as an upgrade would
-    searched = consumer._system_include_folders(COMPILER, env)
+    searched = consumer.headers._system_include_folders(COMPILER, env)
     assert searched is not None and str(extra) in [folder for folder, _ in searched]
     key = headers_key(site, COMPILER, env)
     os.utime(extra, ns=(1, 1))
