@@ -55,8 +55,19 @@ def parser(row: str | None = None, prog: str | None = None) -> argparse.Argument
                 epilog=None if row else _commands(name), formatter_class=argparse.RawDescriptionHelpFormatter)
     if row is None:
         p.add_argument("row", choices=sorted(ROWS), help="the platform row")
+    p.add_argument("--version", action="version", version=f"executorch-wheel-gate {_version()}")
     options.add(p)
     return p
+
+
+def _version() -> str:
+    """The gate's own version: its installed distribution's, else its checkout's pyproject.toml (issue 61)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("executorch-wheel-gate")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def inspect_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -65,7 +76,9 @@ def inspect_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--row", action="append", choices=sorted(ROWS), default=[],
                    help="judge against this row (repeatable; default: the rows of the wheel's architecture and kind of build: "
                         "CPU rows for a CPU build, CUDA rows for a +cuXXX one)")
-    options.add(p, ("fail_fast", "policy", "strict", "report_dir"))
+    options.add(p, ("fail_fast", "policy", "strict"))
+    p.add_argument("--report-dir", dest="report_dir", type=options.path, metavar="DIR",
+                   help="write the JSON report and JUnit XML of each row judged to DIR/inspect-ROW.json and DIR/inspect-ROW.xml")
     return p
 
 
@@ -253,7 +266,7 @@ def main(argv: list[str], row: str | None = None, prog: str | None = None) -> in
     """A row's command line (``row`` given: nox's session of that row), else ``ROW ...`` or a command's (``COMMANDS``);
     ``prog`` is what --help and usage lines call the program (``python -m smoke`` by default)."""
     if row is None and argv[:1] and argv[0] in COMMANDS:
-        return COMMANDS[argv[0]](argv[1:], f"{prog} {argv[0]}" if prog else None)
+        return COMMANDS[argv[0]](argv[1:], f"{prog or 'python -m smoke'} {argv[0]}")
 
     def work() -> int:
         from smoke.commands import gate  # imported when a command runs, inside the edge (see inspect_main)

@@ -542,3 +542,40 @@ def test_an_os_error_no_stage_caught_is_one_line_naming_the_path_and_the_fix(cap
     err = capsys.readouterr().err
     assert err == (f"ERROR File name too long ('/w/{'r' * 197}'): the machine refused it, not the wheel: shorten that "
                    f"path or name, then run again\n")
+
+
+def test_version_and_each_commands_own_help_say_what_the_program_does():
+    """Issue 61: there was no --version; `python -m smoke inspect --help` called itself `nox -s inspect --` and said
+    --report-dir writes DIR/ROW.json (it writes DIR/inspect-ROW.json); benchmark's wheel, --row and --runs had no help."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the backport the gate requires there
+        import tomli as tomllib
+
+    from tests.helpers import REPO, smoke
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    version = smoke("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"executorch-wheel-gate {declared}", version
+    inspect_help = smoke("inspect", "--help").stdout
+    assert inspect_help.startswith("usage: python -m smoke inspect ")
+    assert "DIR/inspect-ROW.json and DIR/inspect-ROW.xml" in " ".join(inspect_help.split())
+    bench_help = " ".join(smoke("benchmark", "--help").stdout.split())
+    assert "wheel the executorch wheel to run the row on" in bench_help and "warm runs of each variant" in bench_help
+    assert "``" not in bench_help
+
+
+def test_a_wheel_this_user_may_not_read_is_said_so_with_the_fix(wheel_x86_64, monkeypatch):
+    """Issue 61: a wheel the user may not read was "cannot be read as a wheel archive ...; download or build it again".
+    (Root reads any file here, so the open's PermissionError is given by hand.)"""
+    from smoke.errors import InvalidWheel
+    from smoke.readers import wheel as wheels
+
+    def refused(*_args, **_kwargs):
+        raise PermissionError(13, "Permission denied", str(wheel_x86_64))
+
+    monkeypatch.setattr(wheels.zipfile, "ZipFile", refused)
+    with pytest.raises(InvalidWheel) as raised:
+        wheels.read_wheel(wheel_x86_64)
+    assert str(raised.value) == (f"wheel {wheel_x86_64.name!r} cannot be read: Permission denied; make it readable "
+                                 f"(chmod a+r {str(wheel_x86_64)!r}) or pass a copy you can read")

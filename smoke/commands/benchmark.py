@@ -159,10 +159,12 @@ def percent(values: list[float]) -> str:
 
 
 def main(argv: list[str], prog: str = "nox -s benchmark --") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("wheel", type=opts.path)
-    parser.add_argument("--row", choices=sorted(ROWS), default="cpu_x86_64")
-    parser.add_argument("--runs", type=int, default=3)
+    parser = argparse.ArgumentParser(prog=prog, description="Time the gate's phases over several runs of one row: "
+                                     "min, median and max of each, and the whole run over its floor (one import alone, "
+                                     "the exports and the loads).")
+    parser.add_argument("wheel", type=opts.path, help="the executorch wheel to run the row on")
+    parser.add_argument("--row", choices=sorted(ROWS), default="cpu_x86_64", help="the platform row (default: cpu_x86_64)")
+    parser.add_argument("--runs", type=int, default=3, help="warm runs of each variant (default: 3)")
     parser.add_argument("--env-dir", type=opts.path, help="default: .gate/bench/ROW")
     parser.add_argument("--no-cold", action="store_true", help="skip the run that builds the environment")
     parser.add_argument("--output", type=opts.path, help="append the Markdown to this file")

@@ -113,6 +113,9 @@ def read_wheel(path: Path | str) -> Wheel:
             wheel_file = _read_text(archive, dist_info, "WHEEL", path.name)
             metadata = _read_text(archive, dist_info, "METADATA", path.name)
             record = _read_text(archive, dist_info, "RECORD", path.name)
+    except PermissionError as exc:  # the file is fine; this user may not read it (issue 61)
+        raise InvalidWheel(f"wheel {path.name!r} cannot be read: {exc.strerror or exc}; make it readable "
+                           f"(chmod a+r {str(path)!r}) or pass a copy you can read") from exc
     except (zipfile.BadZipFile, zlib_error, OSError, EOFError, NotImplementedError, RuntimeError, ValueError) as exc:
         raise InvalidWheel(f"wheel {path.name!r} cannot be read as a wheel archive: {exc}; download or build it again") from exc
     wheel_tags, wheel_build = _read_wheel_file(path.name, wheel_file)
