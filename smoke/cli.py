@@ -61,7 +61,8 @@ def parser(row: str | None = None, prog: str | None = None) -> argparse.Argument
 
 
 def _version() -> str:
-    """The gate's own version: its installed distribution's, else its checkout's pyproject.toml (issue 61)."""
+    """The gate's own version, its installed distribution's (issue 61: a checkout installs itself, requirements-gate.txt's
+    ``-e .``); said as unknown where the gate runs from files no installer put there."""
     from importlib import metadata
 
     try:

@@ -74,7 +74,7 @@ def check_run(row: "ChildRow", label: str, said: dict[str, Any], backends: list[
         happened = str(said.get("failed") or "the runtime's process said nothing")
     if row.delegate_id not in backends:
         return {"name": name, "error": f"Backend {row.delegate_id} is not registered in this wheel's runtime "
-                                       f"(registered: {', '.join(backends)}); {happened[0].lower()}{happened[1:]}",
+                                       f"(registered: {', '.join(backends)}); {happened}",
                 "registered_backends": backends}
     return {"name": name, "error": happened, "registered_backends": backends}
 

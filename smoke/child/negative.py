@@ -17,6 +17,7 @@ The processes are forks of the runtime's process (``smoke.child.runtime``), or, 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from smoke import proc, tensors
+from smoke.child import forks
 from smoke.child.probe import one_line
 
 CONTROL_TIMEOUT_S = 300
@@ -52,12 +54,21 @@ def start_control(workdir: Path, case: str) -> subprocess.Popen:
     return proc.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-class Case:
+def write_end(path: Path, said: dict) -> None:
+    """A case's end, whole or not at all (written beside and renamed): the child may read it while it is written."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(said))
+    os.replace(partial, path)
+
+
+class Case(forks.Started):
     """One case sent to the runtime's process (``smoke.child.runtime``), which forks a process for it: what ``send``
-    and ``collect`` are given, as they are a process of the case's own."""
+    and ``collect`` are given, as they are a process of the case's own. Ending it (``proc.end``: ``poll``, ``kill``,
+    ``wait``, ``Started``'s) ends the runtime's process, shared by every case, with the child's work."""
 
     def __init__(self, process: subprocess.Popen, case: str, workdir: Path) -> None:
-        self.process, self.case, self.workdir = process, case, workdir
+        super().__init__(process, workdir / "runtime.log")
+        self.case, self.workdir = case, workdir
 
     def send(self, pte: Path, ptd: Path | None) -> bool:
         if self.process.stdin is None or self.process.poll() is not None:
@@ -86,16 +97,6 @@ class Case:
             time.sleep(0.01)
         return None
 
-    # What ``proc.end`` asks of a process: the runtime's, shared by every case (ended with the child's work).
-    def poll(self) -> int | None:
-        return self.process.poll()
-
-    def kill(self) -> None:
-        self.process.kill()
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.process.wait(timeout)
-
 
 def send(control: "subprocess.Popen | Case", pte: Path, ptd: Path | None) -> bool:
     """Give the control's process, started early, the program (and data file) to load now; True once sent. A process
@@ -121,7 +122,7 @@ def collect(control: "subprocess.Popen | Case", workdir: Path, case: str) -> dic
         said = control.end(CONTROL_TIMEOUT_S)
         if said is None:
             return {"failed": f"the runtime's process ended or ran past {CONTROL_TIMEOUT_S} s without its end: "
-                              f"{proc.file_tail(workdir / 'runtime.log')}", "stage": stage_read(stage_file)}
+                              f"{proc.file_tail(control.log)}", "stage": stage_read(stage_file)}
         return said
     try:
         _out, stderr = control.communicate(timeout=CONTROL_TIMEOUT_S)
@@ -202,8 +203,7 @@ def control_main(case: str, workdir: Path) -> int:
     if not pte:
         return 0  # nothing to load: the child ended first
     end, stage_file = files(workdir, case)
-    said = run_stages(pte, None if ptd in ("", "-") else ptd, example, stage_file)
-    end.write_text(json.dumps(said))
+    write_end(end, run_stages(pte, None if ptd in ("", "-") else ptd, example, stage_file))
     return 0
 
 

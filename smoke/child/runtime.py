@@ -35,14 +35,9 @@ READY = "runtime.ready"  # written once its imports are done: that it can fork (
 
 def start(workdir: Path) -> subprocess.Popen:
     """The runtime's process, started now: it imports torch and the runtime, then forks a case per line of its stdin."""
-    return proc.start([sys.executable, "-m", "smoke.child.runtime", str(workdir)], stdin=subprocess.PIPE,
-                      stdout=subprocess.DEVNULL, stderr=open(workdir / "runtime.log", "wb"), text=True)  # noqa: SIM115
-
-
-def _write(path: Path, said: dict) -> None:
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(said))
-    os.replace(partial, path)
+    with open(workdir / "runtime.log", "wb") as log:  # the process has its own copy of the descriptor
+        return proc.start([sys.executable, "-m", "smoke.child.runtime", str(workdir)], stdin=subprocess.PIPE,
+                          stdout=subprocess.DEVNULL, stderr=log, text=True)
 
 
 def _case(case: str, pte: str, ptd: str | None, examples: dict, workdir: Path, can_fork: bool) -> forks.Forked | subprocess.Popen:
@@ -56,7 +51,7 @@ def _case(case: str, pte: str, ptd: str | None, examples: dict, workdir: Path, c
 
     def work() -> int:
         signal.alarm(negative.CONTROL_TIMEOUT_S)
-        _write(end, negative.run_stages(pte, ptd, examples[negative.label_of(case)], stage_file))
+        negative.write_end(end, negative.run_stages(pte, ptd, examples[negative.label_of(case)], stage_file))
         return 0
 
     return forks.fork(work, workdir / f"control-{case}.log")
@@ -73,9 +68,9 @@ def _ended(case: str, code: int, workdir: Path) -> None:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        _write(end, {"signal": name, "stage": stage})
+        negative.write_end(end, {"signal": name, "stage": stage})
     else:
-        _write(end, {"failed": f"the process loading it exited {code} without its end: "
+        negative.write_end(end, {"failed": f"the process loading it exited {code} without its end: "
                                f"{proc.file_tail(workdir / f'control-{case}.log')}", "stage": stage})
 
 

@@ -108,11 +108,12 @@ def clean(environ: Mapping[str, str], python: str | os.PathLike = sys.executable
 
 
 @contextmanager
-def private_code() -> Iterator[Path]:
-    """A temporary copy of the gate's ``smoke`` package alone, without compiled files, for one process (the eager
-    reference: issue 58): made before any of the wheel's code runs, so that code cannot have changed what it imports
-    (``smoke.environment.unchanged`` notes it, and counts a file added to it)."""
-    with tempfile.TemporaryDirectory(prefix="executorch-wheel-gate-reference-") as folder:
+def private_code(prefix: str = "executorch-wheel-gate-reference-") -> Iterator[Path]:
+    """A temporary copy of the gate's ``smoke`` package alone, without compiled files: for one process (the eager
+    reference, issue 58: made before any of the wheel's code runs, so that code cannot have changed what it imports;
+    ``smoke.environment.unchanged`` notes it, and counts a file added to it), or, from an installed gate, for all of
+    them (``gate_code``)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
         shutil.copytree(paths.PACKAGE, Path(folder) / "smoke", ignore=shutil.ignore_patterns("__pycache__"))
         yield Path(folder)
 
@@ -126,9 +127,8 @@ def gate_code() -> Iterator[Path]:
     if paths.CHECKOUT is not None:
         yield paths.CHECKOUT
         return
-    with tempfile.TemporaryDirectory(prefix="executorch-wheel-gate-code-") as folder:
-        shutil.copytree(paths.PACKAGE, Path(folder) / "smoke", ignore=shutil.ignore_patterns("__pycache__"))
-        yield Path(folder)
+    with private_code("executorch-wheel-gate-code-") as folder:
+        yield folder
 
 
 def for_environment(python: Path, code: Path) -> LoaderEnv:
